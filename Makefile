@@ -32,5 +32,8 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+demo: setup
+	$(PY) -m devstack.demo $(DEMO_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The application: wires the Kafka source, the assembler and the sink on Spark."""

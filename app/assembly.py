@@ -1,0 +1,118 @@
+"""The thin adapter between the pure assembler and ``applyInPandasWithState``.
+
+It only converts: pandas chunks to :class:`~assembler.records.SourceRecord` lists, the
+``GroupState`` tuple to :class:`~assembler.state.PartitionState` and back, and the core's
+timeout deadline to a processing-time timeout. All decisions are the core's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from assembler.machine import TransactionAssembler
+from assembler.output import OUTPUT_FIELDS
+from assembler.records import SourceRecord
+from assembler.settings import AssemblerSettings
+from assembler.state import STATE_FIELDS, PartitionState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+OUTPUT_COLUMNS = [name for name, _ in OUTPUT_FIELDS]
+OUTPUT_DDL = ", ".join(f"`{name}` {kind}" for name, kind in OUTPUT_FIELDS)
+STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in STATE_FIELDS)
+
+# Columns of the Kafka source schema the assembler needs (key and timestampType are unused).
+SOURCE_COLUMNS = ("topic", "partition", "offset", "value", "timestamp")
+
+
+def assemble_transactions(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
+    """Group Kafka records per (topic, partition) and emit complete transactions only.
+
+    ``events`` has the Kafka connector's schema. The result has the columns of
+    :data:`assembler.output.OUTPUT_FIELDS`: ROW rows of complete transactions and REJECT
+    rows of rejected ones.
+    """
+    func = AssembleGroup(settings)
+    return (
+        events.select(*SOURCE_COLUMNS)
+        .groupBy("topic", "partition")
+        .applyInPandasWithState(
+            func,
+            outputStructType=OUTPUT_DDL,
+            stateStructType=STATE_DDL,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
+        )
+    )
+
+
+class AssembleGroup:
+    """The function Spark calls once per (topic, partition) group and micro-batch.
+
+    Runs on executors; it is pickled with its settings and builds the assembler (and its
+    decoder) lazily, once per Python worker.
+    """
+
+    def __init__(self, settings: AssemblerSettings) -> None:
+        self._settings = settings
+        self._assembler: TransactionAssembler | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The assembler holds a decoder (maybe an HTTP session): rebuild it on the executor.
+        return {"_settings": self._settings, "_assembler": None}
+
+    def __call__(
+        self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        """Apply this batch's records of one group; yield the rows the core emits."""
+        if self._assembler is None:
+            self._assembler = TransactionAssembler(self._settings)
+        # Spark's batch timestamp: the same when a batch is replayed after a crash, so a
+        # replay takes the same timeout decisions as the first run.
+        now_ms = int(state.getCurrentProcessingTimeMs())
+        previous = PartitionState.from_tuple(tuple(state.get)) if state.exists else None
+        if state.hasTimedOut:
+            if previous is None:  # pragma: no cover - Spark only times out groups with state
+                return
+            step = self._assembler.expire(previous, now_ms)
+        else:
+            topic, partition = str(key[0]), int(key[1])
+            records = list(_records(topic, partition, chunks))
+            step = self._assembler.process(previous, records, now_ms)
+        state.update(step.state.to_tuple())
+        if step.timeout_at_ms is not None:
+            # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
+            state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
+        if step.outputs:
+            yield pd.DataFrame([row.as_tuple() for row in step.outputs], columns=OUTPUT_COLUMNS)
+
+
+def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
+    # Chunks of one group arrive in no guaranteed order; the core sorts by offset.
+    for chunk in chunks:
+        if chunk.empty:
+            continue
+        offsets = chunk["offset"].to_numpy()
+        values = chunk["value"].to_numpy()
+        stamps = _epoch_ms(chunk["timestamp"])
+        for offset, value, stamp in zip(offsets, values, stamps, strict=True):
+            yield SourceRecord(
+                topic=topic,
+                partition=partition,
+                offset=int(offset),
+                value=None if value is None else bytes(value),
+                timestamp_ms=stamp,
+            )
+
+
+def _epoch_ms(column: pd.Series) -> list[int | None]:
+    if column.isna().all():
+        return [None] * len(column)
+    stamps = pd.to_datetime(column)
+    millis = stamps.astype("int64") // 1_000_000
+    return [None if missing else int(ms) for ms, missing in zip(millis, stamps.isna(), strict=True)]

@@ -1,0 +1,415 @@
+"""Settings at the edge: YAML file, ``--set`` flags and ``CDC_*`` environment variables.
+
+They are read once at start into frozen typed objects and validated before Spark starts.
+
+Precedence, lowest first: built-in defaults, the YAML file, environment variables, ``--set``.
+
+Keys are dotted paths ``section.key``. Four sections are free-form maps whose keys are passed
+on verbatim to the component that owns them (so their names can follow that component's
+conventions, e.g. the StarRocks Flink connector's ``sink.label-prefix``):
+``assembler.*``, ``starrocks.*``, ``source.options.*`` and ``spark.conf.*``.
+
+An environment variable overrides a key that exists in the defaults or the file: its name is
+``CDC_`` plus the dotted key upper-cased with every other character turned into ``_``
+(``starrocks.password`` -> ``CDC_STARROCKS_PASSWORD``). Secrets belong there, not in files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from assembler.settings import AssemblerSettings
+from common.errors import ConfigError
+from sinks.starrocks.config import StarRocksSinkConfig
+
+MAP_SECTIONS = ("assembler", "starrocks", "source.options", "spark.conf")
+
+DEFAULTS: dict[str, Any] = {
+    "pipeline": {
+        "name": "cdc",
+        "checkpoint-location": "var/checkpoints/cdc",
+        # Number of state-store partitions; frozen into the checkpoint at the first run.
+        "state-partitions": 2,
+        # Stop once everything available at start has been processed (demo, backfill).
+        "available-now": False,
+        "progress": "line",
+    },
+    "source": {
+        "format": "cdc-kafka",
+        "bootstrap-servers": "127.0.0.1:9092",
+        "topics": "",
+        "starting-offsets": "earliest",
+        "max-offsets-per-trigger": 200000,
+        "fail-on-data-loss": True,
+        "options": {},
+    },
+    "assembler": {},
+    "dead-letter": {
+        "destination": "table",
+        "path": "var/dead-letter",
+    },
+    "starrocks": {
+        "password": "",
+        "sink.buffer-flush.interval-ms": 1000,
+    },
+    "spark": {
+        "master": "",
+        "app-name": "",
+        "conf": {},
+    },
+}
+
+_ENV_PREFIX = "CDC_"
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """What the streaming query is: its name, checkpoint, trigger."""
+
+    name: str
+    checkpoint_location: str
+    trigger_interval_ms: int
+    state_partitions: int
+    available_now: bool
+    progress: Literal["line", "quiet"]
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """Where events come from: the Kafka topics and how to read them."""
+
+    format: Literal["cdc-kafka", "kafka"]
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: str
+    max_offsets_per_trigger: int
+    fail_on_data_loss: bool
+    extra_options: Mapping[str, str] = field(default_factory=dict)
+
+    def reader_options(self) -> dict[str, str]:
+        """Options for ``spark.readStream``, named as Spark's Kafka connector names them."""
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "subscribe": ",".join(self.topics),
+            "startingOffsets": self.starting_offsets,
+            "maxOffsetsPerTrigger": str(self.max_offsets_per_trigger),
+            "failOnDataLoss": str(self.fail_on_data_loss).lower(),
+        }
+        options.update(self.extra_options)
+        return options
+
+
+@dataclass(frozen=True)
+class DeadLetterSettings:
+    """Where rejected source transactions go.
+
+    ``table``: the sink's dead-letter table, in the same sink transaction as the batch
+    (exactly once, atomic with the good rows). ``file``: JSON lines under ``path``, one file
+    per batch, rewritten whole when Spark replays the batch.
+    """
+
+    destination: Literal["table", "file"]
+    path: str
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Spark session settings; ``master`` empty means spark-submit decides."""
+
+    master: str
+    app_name: str
+    conf: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """Everything the application needs, validated."""
+
+    pipeline: PipelineSettings
+    source: SourceSettings
+    assembler: AssemblerSettings
+    dead_letter: DeadLetterSettings
+    starrocks: StarRocksSinkConfig
+    spark: SparkSettings
+    raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+
+def load_config(
+    path: str | Path | None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> AppConfig:
+    """Read, merge and validate the configuration.
+
+    Raises:
+        ConfigError: naming the key (or file) that is wrong and what is expected.
+    """
+    tree = _deep_copy(DEFAULTS)
+    if path is not None:
+        _merge(tree, _read_yaml(Path(path)), prefix="")
+    if environ is not None:
+        _apply_environment(tree, environ)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            msg = f"--set {item!r}: expected key=value, e.g. --set starrocks.load-url=fe:8030"
+            raise ConfigError(msg)
+        _set_path(tree, key.strip(), value)
+    return build_config(tree)
+
+
+def build_config(tree: Mapping[str, Any]) -> AppConfig:
+    """Validate a merged configuration tree into typed settings."""
+    unknown = set(tree) - set(DEFAULTS)
+    if unknown:
+        msg = f"unknown section(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"
+        raise ConfigError(msg)
+    starrocks_options = _string_map(tree["starrocks"], "starrocks")
+    # Progress rows name the pipeline: one name for the query and the sink.
+    starrocks_options.setdefault("sink.pipeline-name", _str(tree["pipeline"], "pipeline", "name"))
+    sink = StarRocksSinkConfig.from_options(starrocks_options)
+    assembler = AssemblerSettings.from_options(_string_map(tree["assembler"], "assembler"))
+    pipeline = _pipeline(tree["pipeline"], starrocks_options)
+    return AppConfig(
+        pipeline=pipeline,
+        source=_source(tree["source"]),
+        assembler=assembler,
+        dead_letter=_dead_letter(tree["dead-letter"]),
+        starrocks=sink,
+        spark=SparkSettings(
+            master=_str(tree["spark"], "spark", "master"),
+            app_name=_str(tree["spark"], "spark", "app-name") or f"cdc-{pipeline.name}",
+            conf=_string_map(tree["spark"]["conf"], "spark.conf"),
+        ),
+        raw=tree,
+    )
+
+
+def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> PipelineSettings:
+    _check_keys(section, DEFAULTS["pipeline"], "pipeline")
+    name = _str(section, "pipeline", "name")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        msg = (
+            f"pipeline.name={name!r}: use 1-64 characters from [A-Za-z0-9_-] (it goes into labels)"
+        )
+        raise ConfigError(msg)
+    progress = _str(section, "pipeline", "progress")
+    if progress not in ("line", "quiet"):
+        msg = f"pipeline.progress={progress!r}: expected line or quiet"
+        raise ConfigError(msg)
+    return PipelineSettings(
+        name=name,
+        checkpoint_location=_str(section, "pipeline", "checkpoint-location"),
+        # The trigger interval is the commit interval: one sink transaction per micro-batch.
+        trigger_interval_ms=_int(
+            starrocks, "starrocks", "sink.buffer-flush.interval-ms", minimum=0
+        ),
+        state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
+        available_now=_bool(section, "pipeline", "available-now"),
+        progress="line" if progress == "line" else "quiet",
+    )
+
+
+def _source(section: Mapping[str, Any]) -> SourceSettings:
+    _check_keys(section, DEFAULTS["source"], "source")
+    fmt = _str(section, "source", "format")
+    if fmt not in ("cdc-kafka", "kafka"):
+        msg = (
+            f"source.format={fmt!r}: expected cdc-kafka (the bundled Python source) or kafka "
+            "(Spark's official connector, needs spark-sql-kafka on the classpath)"
+        )
+        raise ConfigError(msg)
+    topics = tuple(t.strip() for t in _str(section, "source", "topics").split(",") if t.strip())
+    if not topics:
+        msg = "source.topics is empty: name the CDC topic(s), comma-separated"
+        raise ConfigError(msg)
+    bootstrap = _str(section, "source", "bootstrap-servers")
+    if not bootstrap:
+        msg = "source.bootstrap-servers is empty: give host:port[,host:port]"
+        raise ConfigError(msg)
+    extra = _string_map(section["options"], "source.options")
+    for key in extra:
+        if not key.startswith("kafka."):
+            msg = f"source.options.{key}: only kafka.* client settings are passed through"
+            raise ConfigError(msg)
+    return SourceSettings(
+        format="kafka" if fmt == "kafka" else "cdc-kafka",
+        bootstrap_servers=bootstrap,
+        topics=topics,
+        starting_offsets=_str(section, "source", "starting-offsets"),
+        max_offsets_per_trigger=_int(section, "source", "max-offsets-per-trigger", minimum=1),
+        fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
+        extra_options=extra,
+    )
+
+
+def _dead_letter(section: Mapping[str, Any]) -> DeadLetterSettings:
+    _check_keys(section, DEFAULTS["dead-letter"], "dead-letter")
+    destination = _str(section, "dead-letter", "destination")
+    if destination not in ("table", "file"):
+        msg = f"dead-letter.destination={destination!r}: expected table or file"
+        raise ConfigError(msg)
+    return DeadLetterSettings(
+        destination="table" if destination == "table" else "file",
+        path=_str(section, "dead-letter", "path"),
+    )
+
+
+# --- merging ---------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        msg = f"cannot read config file {path}: {e.strerror}"
+        raise ConfigError(msg) from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        msg = f"config file {path} is not valid YAML: {e}"
+        raise ConfigError(msg) from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        msg = f"config file {path}: the top level must be a mapping of sections"
+        raise ConfigError(msg)
+    return data
+
+
+def _merge(tree: dict[str, Any], data: Mapping[str, Any], prefix: str) -> None:
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and not _is_map_section(dotted):
+            child = tree.setdefault(key, {})
+            if not isinstance(child, dict):
+                msg = f"{dotted}: expected a single value, got a mapping"
+                raise ConfigError(msg)
+            _merge(child, value, prefix=f"{dotted}.")
+        elif isinstance(value, Mapping):
+            target = tree.setdefault(key, {})
+            target.update(_flatten(value))
+        else:
+            tree[key] = value
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested YAML inside a map section becomes dotted keys (``sink: {label-prefix: x}``)."""
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, Mapping):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
+
+
+def _is_map_section(dotted: str) -> bool:
+    return dotted in MAP_SECTIONS
+
+
+def _set_path(tree: dict[str, Any], key: str, value: Any) -> None:
+    for section in sorted(MAP_SECTIONS, key=len, reverse=True):
+        if key.startswith(section + "."):
+            node = tree
+            for part in section.split("."):
+                node = node.setdefault(part, {})
+            node[key[len(section) + 1 :]] = value
+            return
+    parts = key.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            msg = f"--set {key}: unknown key (sections: {sorted(DEFAULTS)})"
+            raise ConfigError(msg)
+        node = child
+    node[parts[-1]] = value
+
+
+def _env_name(dotted: str) -> str:
+    return _ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", dotted).upper()
+
+
+def _apply_environment(tree: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for dotted, _value in list(_leaves(tree, "")):
+        name = _env_name(dotted)
+        if name in environ:
+            _set_path(tree, dotted, environ[name])
+
+
+def _leaves(node: Mapping[str, Any], prefix: str) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.extend(_leaves(value, f"{dotted}."))
+        else:
+            out.append((dotted, value))
+    return out
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    return value
+
+
+# --- typed accessors -------------------------------------------------------------------
+
+
+def _check_keys(section: Mapping[str, Any], known: Mapping[str, Any], name: str) -> None:
+    unknown = set(section) - set(known)
+    if unknown:
+        key = sorted(unknown)[0]
+        msg = f"{name}.{key}: unknown key; known keys: {', '.join(sorted(known))}"
+        raise ConfigError(msg)
+
+
+def _string_map(value: Any, name: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        msg = f"{name}: expected a mapping of key: value"
+        raise ConfigError(msg)
+    return {str(k): _scalar_text(v) for k, v in _flatten(value).items()}
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "" if value is None else str(value)
+
+
+def _str(section: Mapping[str, Any], name: str, key: str) -> str:
+    return _scalar_text(section.get(key, ""))
+
+
+def _int(section: Mapping[str, Any], name: str, key: str, *, minimum: int) -> int:
+    raw = section.get(key)
+    try:
+        value = int(str(raw).replace("_", ""))
+    except ValueError:
+        msg = f"{name}.{key}={raw!r}: expected a whole number >= {minimum}"
+        raise ConfigError(msg) from None
+    if value < minimum:
+        msg = f"{name}.{key}={value}: must be >= {minimum}"
+        raise ConfigError(msg)
+    return value
+
+
+def _bool(section: Mapping[str, Any], name: str, key: str) -> bool:
+    raw = section.get(key)
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    msg = f"{name}.{key}={raw!r}: expected true or false"
+    raise ConfigError(msg)

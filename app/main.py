@@ -1,0 +1,133 @@
+"""Entry point: ``spark-submit app/main.py --config conf/<name>.yaml [--set key=value ...]``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+if __package__ in (None, ""):
+    # spark-submit runs this file as a script: make the project's packages importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.config import AppConfig, load_config
+from common.errors import CdcError, ConfigError
+
+log = logging.getLogger("app")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Command-line arguments."""
+    parser = argparse.ArgumentParser(
+        prog="app/main.py",
+        description="Kafka CDC transactions -> StarRocks, exactly once per micro-batch.",
+    )
+    parser.add_argument("--config", required=True, help="YAML file, e.g. conf/local.yaml")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting, e.g. --set starrocks.load-url=fe:8030 (repeatable)",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("CDC_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--check-config", action="store_true", help="validate the settings and exit"
+    )
+    parser.add_argument(
+        "--get", metavar="KEY", help="print one resolved setting (e.g. source.format) and exit"
+    )
+    return parser.parse_args(argv)
+
+
+def configure_logging(level: str) -> None:
+    """Structured key=value lines on stderr; the progress line goes to stdout."""
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    # py4j logs every gateway call at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def run(config: AppConfig) -> int:
+    """Start Spark, validate the sink, run the query until it ends or is stopped."""
+    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from app.session import build_session
+    from sinks.starrocks.sink import StarRocksSink
+
+    spark = build_session(config)
+    spark.sparkContext.setLogLevel("WARN")
+    sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
+    sink.open()
+    reporter = ProgressReporter(enabled=config.pipeline.progress == "line")
+    query = start_query(spark, config, sink, reporter)
+    log.info(
+        "query started name=%s id=%s checkpoint=%s",
+        config.pipeline.name,
+        query.id,
+        config.pipeline.checkpoint_location,
+    )
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping on signal=%s", signum)
+        query.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        query.awaitTermination()
+    finally:
+        sink.close()
+        log.info(
+            "query ended batches=%s txns=%s rows=%s rejected_records=%s",
+            reporter.batches,
+            reporter.transactions,
+            reporter.rows,
+            reporter.rejected_records,
+        )
+    error = query.exception()
+    if error is not None:
+        log.error("query failed: %s", error)
+        return 1
+    return 0
+
+
+def _lookup(tree: object, dotted: str) -> str:
+    node = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return ""
+        node = node[part]
+    return str(node).lower() if isinstance(node, bool) else str(node)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, validate (before Spark starts), run."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(args.log_level)
+    try:
+        config = load_config(args.config, args.set, os.environ)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    if args.get:
+        print(_lookup(config.raw, args.get))
+        return 0
+    if args.check_config:
+        print("config ok")
+        return 0
+    try:
+        return run(config)
+    except CdcError as e:
+        log.error("pipeline stopped: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Builds and runs the streaming query: source -> assembler -> dead letters -> sink.
+
+The order of guarantees, written once:
+
+1. Spark plans a micro-batch (offset ranges) and writes it to the checkpoint's offset log.
+2. The assembler turns the batch's records into complete transactions (state in the state
+   store, versioned per batch).
+3. ``BatchWriter`` hands the batch to the sink, which makes it visible in ONE sink
+   transaction labelled by (query id, batch id): all of it or nothing.
+4. Spark records the batch as done in the commit log.
+
+A crash between 3 and 4 makes Spark replay the batch with the same offsets, the same state
+and the same batch timestamp, hence the same rows; the sink finds its label committed and
+skips it. Nothing else commits Kafka offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+from app.assembly import assemble_transactions
+from app.config import AppConfig, DeadLetterSettings
+from assembler.output import KIND_REJECT, KIND_ROW
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+# Spark's batch-execution thread carries the (checkpoint-persistent) query id as a local
+# property; foreachBatch runs on that thread's Python callback.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+class BatchSink(Protocol):
+    """What the pipeline needs of a sink (see ``sinks.base.Sink``)."""
+
+    def write_batch(self, batch_df: DataFrame, batch_id: int) -> Any:
+        """Make the batch visible exactly once; idempotent per (query id, batch id)."""
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch did, for the progress line and logs."""
+
+    batch_id: int
+    rows: int = 0
+    transactions: int = 0
+    rejected_records: int = 0
+    rejected_transactions: int = 0
+    label: str | None = None
+    sink_ms: float = 0.0
+    skipped: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_events(spark: SparkSession, config: AppConfig) -> DataFrame:
+    """The Kafka source, with the connector's schema."""
+    from app.sources import read_kafka_stream
+
+    return read_kafka_stream(
+        spark,
+        config.source.reader_options(),
+        use_official_connector=config.source.format == "kafka",
+    )
+
+
+def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
+    """Route REJECT rows to the dead-letter table when that is the destination.
+
+    The dead-letter rows then travel in the same sink transaction as the good rows of the
+    batch, so a rejection is recorded exactly once and atomically with the batch.
+    """
+    if config.dead_letter.destination != "table":
+        return assembled
+    reject = F.col("kind") == F.lit(KIND_REJECT)
+    payload = F.to_json(
+        F.struct(
+            F.col("topic").alias("topic"),
+            F.col("partition").alias("kafka_partition"),
+            F.col("first_offset").alias("first_offset"),
+            F.col("row_seq").alias("row_seq"),
+            F.lit(config.pipeline.name).alias("pipeline"),
+            F.col("txn_id").alias("txn_id"),
+            F.col("last_offset").alias("last_offset"),
+            F.substring(F.col("reason"), 1, 1024).alias("reason"),
+            F.col("row").alias("payload"),
+            F.col("source_ts_ms").alias("source_ts_ms"),
+        )
+    )
+    return assembled.select(
+        *[
+            c
+            for c in assembled.columns
+            if c not in ("database", "table", "op", "row", "txn_seq", "row_seq")
+        ],
+        F.when(reject, F.lit(config.starrocks.database))
+        .otherwise(F.col("database"))
+        .alias("database"),
+        F.when(reject, F.lit(config.starrocks.dead_letter_table))
+        .otherwise(F.col("table"))
+        .alias("table"),
+        F.when(reject, F.lit("UPSERT")).otherwise(F.col("op")).alias("op"),
+        F.when(reject, payload).otherwise(F.col("row")).alias("row"),
+        F.coalesce(F.col("txn_seq"), F.lit(-1).cast("bigint")).alias("txn_seq"),
+        F.col("row_seq"),
+    )
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: dead letters, then the sink, then stats.
+
+    Runs on the driver. The batch DataFrame is persisted for the duration of the call so
+    that the stateful assembler runs once per batch, however many actions the sink takes.
+    """
+
+    def __init__(self, sink: BatchSink, config: AppConfig, reporter: ProgressReporter) -> None:
+        self._sink = sink
+        self._config = config
+        self._reporter = reporter
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
+        started = time.monotonic()
+        df = batch_df.persist()
+        try:
+            stats = _count(df, batch_id)
+            if self._config.dead_letter.destination == "file":
+                _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
+                df_out = df.filter(F.col("kind") == F.lit(KIND_ROW))
+            else:
+                df_out = df
+            sink_started = time.monotonic()
+            result = self._sink.write_batch(df_out, batch_id)
+            stats.sink_ms = (time.monotonic() - sink_started) * 1000
+            stats.label = getattr(result, "label", None)
+            stats.skipped = bool(getattr(result, "skipped", False))
+        finally:
+            df.unpersist()
+        log.info(
+            "batch done batch_id=%s rows=%s txns=%s rejected_records=%s label=%s "
+            "sink_ms=%.0f total_ms=%.0f skipped=%s",
+            batch_id,
+            stats.rows,
+            stats.transactions,
+            stats.rejected_records,
+            stats.label,
+            stats.sink_ms,
+            (time.monotonic() - started) * 1000,
+            stats.skipped,
+        )
+        self._reporter.record(stats)
+
+
+def _count(df: DataFrame, batch_id: int) -> BatchStats:
+    row = df.agg(
+        F.sum(F.when(F.col("kind") == KIND_ROW, 1).otherwise(0)).alias("rows"),
+        F.sum(F.when(F.col("is_txn_end") & (F.col("kind") == KIND_ROW), 1).otherwise(0)).alias(
+            "txns"
+        ),
+        F.sum(F.when(F.col("kind") == KIND_REJECT, 1).otherwise(0)).alias("rejects"),
+        F.countDistinct(
+            F.when(
+                F.col("kind") == KIND_REJECT,
+                F.concat_ws("/", "topic", "partition", "first_offset"),
+            )
+        ).alias("rejected_txns"),
+    ).first()
+    assert row is not None  # a global aggregate always yields one row
+    return BatchStats(
+        batch_id=batch_id,
+        rows=int(row["rows"] or 0),
+        transactions=int(row["txns"] or 0),
+        rejected_records=int(row["rejects"] or 0),
+        rejected_transactions=int(row["rejected_txns"] or 0),
+    )
+
+
+def _write_dead_letter_file(
+    df: DataFrame, batch_id: int, settings: DeadLetterSettings, config: AppConfig
+) -> None:
+    """One JSON-lines file per batch, written atomically (rename), rewritten on replay."""
+    rejects = df.filter(F.col("kind") == F.lit(KIND_REJECT)).toLocalIterator()
+    folder = Path(settings.path) / config.pipeline.name
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"batch-{batch_id:012d}.jsonl"
+    tmp = target.with_suffix(".tmp")
+    count = 0
+    with tmp.open("w", encoding="utf-8") as out:
+        for row in rejects:
+            entry = row.asDict()
+            entry["pipeline"] = config.pipeline.name
+            entry["batch_id"] = batch_id
+            out.write(json.dumps(entry, default=str) + "\n")
+            count += 1
+    if count:
+        os.replace(tmp, target)
+    else:
+        tmp.unlink()
+
+
+class ProgressReporter:
+    """Prints one human-readable line per batch and keeps totals."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self.batches = 0
+        self.rows = 0
+        self.transactions = 0
+        self.rejected_records = 0
+        self.started = time.monotonic()
+        self.last: BatchStats | None = None
+
+    def record(self, stats: BatchStats) -> None:
+        """Account one finished batch and show it."""
+        self.batches += 1
+        self.rows += stats.rows
+        self.transactions += stats.transactions
+        self.rejected_records += stats.rejected_records
+        self.last = stats
+        if self._enabled:
+            elapsed = max(time.monotonic() - self.started, 1e-9)
+            print(
+                f"batch {stats.batch_id:>6}  rows {stats.rows:>8}  txns {stats.transactions:>6}"
+                f"  rejects {stats.rejected_records:>4}  commit {stats.sink_ms:7.0f} ms"
+                f"  label {stats.label or '-'}"
+                f"{'  (already committed)' if stats.skipped else ''}"
+                f"  | total txns {self.transactions}  rows/s {self.rows / elapsed:,.0f}",
+                flush=True,
+            )
+
+
+def query_id_of(spark: SparkSession) -> str:
+    """The persistent query id, read on the foreachBatch thread (see QUERY_ID_PROPERTY)."""
+    value = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    if not value:
+        msg = "no streaming query id on this thread: write_batch must run inside foreachBatch"
+        raise RuntimeError(msg)
+    return str(value)
+
+
+def start_query(
+    spark: SparkSession,
+    config: AppConfig,
+    sink: BatchSink,
+    reporter: ProgressReporter,
+    events: DataFrame | None = None,
+) -> StreamingQuery:
+    """Wire source, assembler and sink and start the streaming query."""
+    source = events if events is not None else read_events(spark, config)
+    assembled = assemble_transactions(source, config.assembler)
+    rows = to_sink_rows(assembled, config)
+    writer = (
+        rows.writeStream.queryName(config.pipeline.name)
+        .foreachBatch(BatchWriter(sink, config, reporter))
+        .option("checkpointLocation", config.pipeline.checkpoint_location)
+        .outputMode("append")
+    )
+    if config.pipeline.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        # One sink transaction per micro-batch: the trigger interval is the commit interval.
+        writer = writer.trigger(
+            processingTime=f"{config.pipeline.trigger_interval_ms} milliseconds"
+        )
+    return writer.start()

@@ -1,0 +1,100 @@
+"""The assembler's output row (DESIGN.md §4): complete-transaction rows and rejects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIND_ROW = "ROW"
+KIND_REJECT = "REJECT"
+
+OUTPUT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("txn_id", "string"),
+    ("txn_seq", "bigint"),
+    ("row_seq", "int"),
+    ("database", "string"),
+    ("table", "string"),
+    ("op", "string"),
+    ("row", "string"),
+    ("is_txn_end", "boolean"),
+    ("first_offset", "bigint"),
+    ("last_offset", "bigint"),
+    ("source_ts_ms", "bigint"),
+    ("reason", "string"),
+)
+"""(name, Spark DDL type) of every output column, in order; all columns are nullable."""
+
+
+def output_ddl() -> str:
+    """Spark DDL string of the output schema, e.g. for ``applyInPandasWithState``."""
+    return ", ".join(f"`{name}` {ddl}" for name, ddl in OUTPUT_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRow:
+    """One output row; fields in :data:`OUTPUT_FIELDS` order.
+
+    ROW: one row of a complete source transaction. ``txn_seq`` numbers the partition's emitted
+    transactions (1, 2, ...), ``row_seq`` numbers rows within it (0..n-1), ``is_txn_end`` marks
+    the last row, ``first_offset``/``last_offset`` are the BEGIN/END offsets.
+
+    REJECT: one source record of a rejected transaction (or a lone bad record); ``txn_seq`` is
+    ``None``, ``first_offset`` is the first offset of the rejected transaction and
+    ``last_offset`` the offset of this record; ``reason`` starts with the violation name.
+    """
+
+    kind: str
+    topic: str
+    partition: int
+    txn_id: str | None
+    txn_seq: int | None
+    row_seq: int
+    database: str | None
+    table: str | None
+    op: str | None
+    row: str | None
+    is_txn_end: bool
+    first_offset: int
+    last_offset: int
+    source_ts_ms: int | None
+    reason: str | None
+
+    def as_tuple(
+        self,
+    ) -> tuple[
+        str,
+        str,
+        int,
+        str | None,
+        int | None,
+        int,
+        str | None,
+        str | None,
+        str | None,
+        str | None,
+        bool,
+        int,
+        int,
+        int | None,
+        str | None,
+    ]:
+        """The row as a plain tuple in :data:`OUTPUT_FIELDS` order (cheap; no deep copy)."""
+        return (
+            self.kind,
+            self.topic,
+            self.partition,
+            self.txn_id,
+            self.txn_seq,
+            self.row_seq,
+            self.database,
+            self.table,
+            self.op,
+            self.row,
+            self.is_txn_end,
+            self.first_offset,
+            self.last_offset,
+            self.source_ts_ms,
+            self.reason,
+        )

@@ -1,0 +1,218 @@
+"""Assembler settings: violation policies and transaction limits.
+
+Built once at the edge (:meth:`AssemblerSettings.from_options`), validated before Spark starts,
+frozen and picklable so the same object reaches every executor.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from assembler.codecs import ENCODINGS, CodecSettings
+from common.errors import ConfigError
+
+
+class Violation(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
+    """Every way input can break the event contract; each has its own policy.
+
+    The values are the option-key suffixes (``on-error.<value>``) and prefix every reject
+    reason, so a dead-letter reader can group rejects by violation.
+    """
+
+    UNDECODABLE = "undecodable"
+    UNKNOWN_TYPE = "unknown-type"
+    NO_BEGIN = "no-begin"
+    TXN_ID_MISMATCH = "txn-id-mismatch"
+    BEGIN_WHILE_OPEN = "begin-while-open"
+    EVENT_COUNT_MISMATCH = "event-count-mismatch"
+    TXN_TOO_LARGE = "txn-too-large"
+    TXN_TIMEOUT = "txn-timeout"
+
+
+class Policy(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
+    """What to do on a violation."""
+
+    REJECT = "reject"
+    """Send the whole source transaction to the reject output with a reason; go on."""
+    FAIL = "fail"
+    """Stop the query with an error naming topic, partition, offset and transaction."""
+
+
+def _default_policies() -> dict[Violation, Policy]:
+    return dict.fromkeys(Violation, Policy.REJECT)
+
+
+_MAX_TXN_ROWS = 2**31 - 2
+
+OPTION_KEYS: tuple[str, ...] = (
+    "encoding",
+    "schema-path",
+    "registry-url",
+    "registry-timeout",
+    "max-txn-rows",
+    "max-txn-bytes",
+    "txn-timeout",
+    "on-error.default",
+    *(f"on-error.{v.value}" for v in Violation),
+)
+"""Every key :meth:`AssemblerSettings.from_options` accepts."""
+
+
+@dataclass(frozen=True)
+class AssemblerSettings:
+    """Policies and limits of the transaction assembler.
+
+    Attributes:
+        codec: how record values are decoded.
+        policies: violation -> policy; violations left out default to REJECT.
+        max_txn_rows: a transaction with more DATA events is a ``txn-too-large`` violation.
+        max_txn_bytes: bound on the buffered size of one transaction (``assembler.buffer``
+            encoding: 17 bytes + database + table + row per DATA event).
+        txn_timeout_ms: a transaction open longer than this (processing time since its BEGIN
+            was applied) is a ``txn-timeout`` violation.
+    """
+
+    codec: CodecSettings = field(default_factory=CodecSettings)
+    policies: Mapping[Violation, Policy] = field(default_factory=_default_policies)
+    max_txn_rows: int = 1_000_000
+    max_txn_bytes: int = 256 * 1024 * 1024
+    txn_timeout_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        # A plain dict (not MappingProxyType) so the settings stay picklable.
+        merged = _default_policies()
+        merged.update({Violation(k): Policy(v) for k, v in self.policies.items()})
+        object.__setattr__(self, "policies", merged)
+        for name in ("max_txn_rows", "max_txn_bytes", "txn_timeout_ms"):
+            if getattr(self, name) <= 0:
+                msg = f"{name} must be positive, got {getattr(self, name)}"
+                raise ConfigError(msg)
+        if self.max_txn_rows > _MAX_TXN_ROWS:
+            # txn_rows is an INT state field and row_seq an INT output column.
+            msg = f"max_txn_rows must be at most {_MAX_TXN_ROWS}, got {self.max_txn_rows}"
+            raise ConfigError(msg)
+
+    def policy(self, v: Violation) -> Policy:
+        """The policy for violation ``v``."""
+        return self.policies.get(v, Policy.REJECT)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> AssemblerSettings:
+        """Build settings from string options (config file, ``--set``), validating each.
+
+        Keys (all optional): ``encoding`` (json|avro|confluent), ``schema-path``,
+        ``registry-url``, ``registry-timeout`` (duration), ``max-txn-rows`` (int),
+        ``max-txn-bytes`` (int or with a unit: ``64MiB``, ``1GB``), ``txn-timeout``
+        (``10m``, ``30s``, ``500ms``, ``1h`` or integer milliseconds), ``on-error.default``
+        and ``on-error.<violation>`` (``reject``|``fail``), violation names as in
+        :class:`Violation` (e.g. ``on-error.txn-id-mismatch``).
+
+        Raises:
+            ConfigError: an unknown key or an invalid value; the message names the key.
+        """
+        unknown = sorted(set(options) - set(OPTION_KEYS))
+        if unknown:
+            msg = (
+                f"unknown assembler option(s) {', '.join(unknown)}; "
+                f"accepted: {', '.join(OPTION_KEYS)}"
+            )
+            raise ConfigError(msg)
+
+        encoding = options.get("encoding", "json").strip().lower()
+        if encoding not in ENCODINGS:
+            msg = f"encoding: {encoding!r} is not one of {', '.join(ENCODINGS)}"
+            raise ConfigError(msg)
+        codec_kwargs: dict[str, object] = {}
+        if "registry-timeout" in options:
+            codec_kwargs["registry_timeout_s"] = (
+                parse_duration_ms("registry-timeout", options["registry-timeout"]) / 1000
+            )
+        codec = CodecSettings(
+            encoding=encoding,
+            schema_path=options.get("schema-path") or None,
+            registry_url=options.get("registry-url") or None,
+            **codec_kwargs,  # type: ignore[arg-type]  # only registry_timeout_s: float
+        )
+        if codec.encoding == "confluent" and not codec.registry_url:
+            msg = "registry-url: required when encoding is confluent"
+            raise ConfigError(msg)
+
+        default = _parse_policy("on-error.default", options.get("on-error.default", "reject"))
+        policies = {
+            v: _parse_policy(f"on-error.{v.value}", options[f"on-error.{v.value}"])
+            if f"on-error.{v.value}" in options
+            else default
+            for v in Violation
+        }
+        kwargs: dict[str, int] = {}
+        if "max-txn-rows" in options:
+            kwargs["max_txn_rows"] = _parse_positive_int(
+                "max-txn-rows", options["max-txn-rows"], maximum=_MAX_TXN_ROWS
+            )
+        if "max-txn-bytes" in options:
+            kwargs["max_txn_bytes"] = parse_size("max-txn-bytes", options["max-txn-bytes"])
+        if "txn-timeout" in options:
+            kwargs["txn_timeout_ms"] = parse_duration_ms("txn-timeout", options["txn-timeout"])
+        return cls(codec=codec, policies=policies, **kwargs)
+
+
+def _parse_policy(key: str, value: str) -> Policy:
+    try:
+        return Policy(value.strip().lower())
+    except ValueError:
+        msg = f"{key}: {value!r} is not a policy (expected reject or fail)"
+        raise ConfigError(msg) from None
+
+
+def _parse_positive_int(key: str, value: str, maximum: int | None = None) -> int:
+    try:
+        n = int(str(value).strip().replace("_", ""))
+    except ValueError:
+        msg = f"{key}: {value!r} is not an integer"
+        raise ConfigError(msg) from None
+    if n <= 0:
+        msg = f"{key}: must be positive, got {n}"
+        raise ConfigError(msg)
+    if maximum is not None and n > maximum:
+        msg = f"{key}: must be at most {maximum}, got {n}"
+        raise ConfigError(msg)
+    return n
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION_MS["d"] = 86_400_000
+
+
+def parse_duration_ms(key: str, value: str) -> int:
+    """``"10m"``, ``"30s"``, ``"500ms"``, ``"1h"``, ``"2d"`` or integer milliseconds."""
+    m = _DURATION.match(str(value))
+    if not m:
+        msg = f"{key}: {value!r} is not a duration (e.g. 10m, 30s, 500ms or milliseconds)"
+        raise ConfigError(msg)
+    ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
+    if ms <= 0:
+        msg = f"{key}: must be positive, got {value!r}"
+        raise ConfigError(msg)
+    return ms
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_FACTOR = {"k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+
+
+def parse_size(key: str, value: str) -> int:
+    """Bytes: ``"268435456"``, ``"256MiB"`` (binary), ``"256MB"`` (decimal), ``"64k"``."""
+    m = _SIZE.match(str(value))
+    if not m:
+        msg = f"{key}: {value!r} is not a size (e.g. 268435456, 256MiB, 100MB)"
+        raise ConfigError(msg)
+    unit = (m.group(2) or "").lower().rstrip("b")
+    n = int(m.group(1)) * _SIZE_FACTOR.get(unit, 1)
+    if n <= 0:
+        msg = f"{key}: must be positive, got {value!r}"
+        raise ConfigError(msg)
+    return n

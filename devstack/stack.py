@@ -1,0 +1,206 @@
+"""The local stack in one object: broker + StarRocks emulator, plus the waits built on them.
+
+Shared by ``make demo`` (:mod:`devstack.demo`), the end-to-end tests and the chaos runner.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from app.demo.db import ConnectionSettings, connect
+from app.demo.ddl import apply_file
+from devstack.kafka.broker import BrokerHandle, start_broker
+from devstack.starrocks.launcher import EmulatorHandle, start_emulator
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DDL_FILE = REPO_ROOT / "conf" / "ddl" / "orders.sql"
+LOCAL_CONFIG = REPO_ROOT / "conf" / "local.yaml"
+
+
+@dataclass
+class LocalStack:
+    """A broker and an emulator with fresh data dirs under ``workdir``."""
+
+    workdir: Path
+    broker: BrokerHandle | None = None
+    emulator: EmulatorHandle | None = None
+    _emulator_process: Any = None
+
+    def start(self) -> LocalStack:
+        """Start both services (a few seconds)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.broker = start_broker(self.workdir / "kafka")
+        self._emulator_process = start_emulator(self.workdir / "starrocks")
+        self.emulator = self._emulator_process.handle
+        return self
+
+    def stop(self) -> None:
+        """Stop what was started, by PID."""
+        if self._emulator_process is not None:
+            self._emulator_process.stop()
+        if self.broker is not None:
+            self.broker.stop()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        """Kafka bootstrap servers."""
+        assert self.broker is not None
+        return self.broker.bootstrap
+
+    def sql_settings(self) -> ConnectionSettings:
+        """MySQL-protocol connection settings of the emulator's query port."""
+        assert self.emulator is not None
+        return ConnectionSettings(
+            host=self.emulator.host,
+            port=self.emulator.query_port,
+            user=self.emulator.user,
+            password=self.emulator.password,
+        )
+
+    def connect(self) -> Any:
+        """A new autocommit pymysql connection to the emulator."""
+        return connect(self.sql_settings())
+
+    def apply_ddl(self, path: Path = DDL_FILE) -> None:
+        """Create the demo database and tables."""
+        conn = self.connect()
+        try:
+            apply_file(conn, path)
+        finally:
+            conn.close()
+
+    def pipeline_overrides(self, topic: str, checkpoint: Path, name: str) -> list[str]:
+        """``--set`` items pointing ``conf/local.yaml`` at this stack."""
+        assert self.emulator is not None
+        return [
+            f"pipeline.name={name}",
+            f"pipeline.checkpoint-location={checkpoint}",
+            f"source.bootstrap-servers={self.bootstrap}",
+            f"source.topics={topic}",
+            f"starrocks.load-url={self.emulator.host}:{self.emulator.fe_port}",
+            f"starrocks.jdbc-url=jdbc:mysql://{self.emulator.host}:{self.emulator.query_port}",
+            f"starrocks.username={self.emulator.user}",
+            f"starrocks.sink.label-prefix={name}",
+        ]
+
+
+def topic_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """High watermark per partition (the next offset to be written)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "cdc-devstack-watermarks",  # never subscribes or commits
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        return {
+            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()
+
+
+def committed_offsets(
+    conn: Any, pipeline: str, topic: str, database: str = "demo"
+) -> dict[int, int]:
+    """Last source offset per partition that the sink made visible (its progress table)."""
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT kafka_partition, last_offset FROM {database}._cdc_progress "
+            "WHERE pipeline = %s AND topic = %s",
+            (pipeline, topic),
+        )
+        return {int(p): int(o) for p, o in cur.fetchall()}
+
+
+def wait_caught_up(
+    conn: Any,
+    pipeline: str,
+    topic: str,
+    end_offsets: Mapping[int, int],
+    timeout_s: float,
+    database: str = "demo",
+) -> bool:
+    """Wait until every partition's last record (a TXN_END) is visible in the sink."""
+    want = {p: o - 1 for p, o in end_offsets.items() if o > 0}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            got = committed_offsets(conn, pipeline, topic, database)
+        except Exception:
+            got = {}
+        if all(got.get(p, -1) >= o for p, o in want.items()):
+            return True
+        time.sleep(0.25)
+    return False
+
+
+@dataclass
+class LatencySampler:
+    """Measures visibility latency: first time an order version is seen minus its source time.
+
+    Polls ``orders`` (one SELECT, so one consistent view) every ``interval_s``. Samples are
+    upper bounds by up to one interval.
+    """
+
+    settings: ConnectionSettings
+    database: str = "demo"
+    interval_s: float = 0.1
+    samples_ms: list[float] = field(default_factory=list)
+    _seen: dict[int, int] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> LatencySampler:
+        """Begin sampling in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, daemon=True, name="latency-sampler")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        conn = connect(self.settings)
+        try:
+            while not self._stop.is_set():
+                now_ms = time.time() * 1000
+                with conn.cursor() as cur:
+                    cur.execute(
+                        f"SELECT order_id, version, updated_ts_ms FROM {self.database}.orders"
+                    )
+                    rows = cur.fetchall()
+                for order_id, version, ts in rows:
+                    if self._seen.get(int(order_id), -1) < int(version):
+                        self._seen[int(order_id)] = int(version)
+                        if ts is not None:
+                            self.samples_ms.append(now_ms - float(ts))
+                self._stop.wait(self.interval_s)
+        finally:
+            conn.close()
+
+    def percentiles(self) -> dict[str, float]:
+        """p50/p95/p99/max in milliseconds (empty when nothing was seen)."""
+        if len(self.samples_ms) < 2:
+            return {}
+        q = statistics.quantiles(self.samples_ms, n=100, method="inclusive")
+        return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(self.samples_ms)}

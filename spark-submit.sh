@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The supported way to submit the pipeline:
+#   ./spark-submit.sh --config conf/local.yaml [--set key=value ...]
+# Extra spark-submit options go in SPARK_ARGS, e.g. SPARK_ARGS="--master spark://m:7077".
+#
+# It sets the Python for driver and executors, ships the project's packages to executors
+# (--py-files), and adds Spark's Kafka connector (--packages) only when the config selects
+# source.format=kafka; the bundled cdc-kafka source needs no jar.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+
+PYTHON="${PYSPARK_PYTHON:-$here/.venv/bin/python}"
+[[ -x "$PYTHON" ]] || PYTHON="$(command -v python3)"
+export PYSPARK_PYTHON="$PYTHON"
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYTHON}"
+
+SPARK_SUBMIT="${SPARK_SUBMIT:-}"
+if [[ -z "$SPARK_SUBMIT" ]]; then
+  if [[ -x "$(dirname "$PYTHON")/spark-submit" ]]; then
+    SPARK_SUBMIT="$(dirname "$PYTHON")/spark-submit"
+  else
+    SPARK_SUBMIT="$(command -v spark-submit)"
+  fi
+fi
+
+# Validate the settings before Spark starts: one clear line on error, exit 2.
+"$PYTHON" "$here/app/main.py" "$@" --check-config >/dev/null
+
+extra=()
+if [[ "$("$PYTHON" "$here/app/main.py" "$@" --get source.format)" == "kafka" ]]; then
+  spark_version="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)')"
+  scala="${SCALA_BINARY_VERSION:-2.13}"
+  extra+=(--packages "org.apache.spark:spark-sql-kafka-0-10_${scala}:${spark_version}")
+fi
+
+# Executors import the project: ship it as a zip unless they have it installed.
+mkdir -p "$here/build"
+zip_path="$here/build/cdc-pyfiles.zip"
+(cd "$here" && rm -f "$zip_path" && "$PYTHON" - "$zip_path" <<'PY'
+import sys, zipfile, pathlib
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    for pkg in ("app", "assembler", "sinks", "common"):
+        for f in pathlib.Path(pkg).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                z.write(f)
+PY
+)
+
+# shellcheck disable=SC2086 # SPARK_ARGS is a list of options on purpose
+exec "$SPARK_SUBMIT" \
+  --conf "spark.pyspark.python=$PYTHON" \
+  --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
+  --driver-java-options "-Xss8m" \
+  --py-files "$zip_path" \
+  "${extra[@]}" ${SPARK_ARGS:-} \
+  "$here/app/main.py" "$@"

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import load_config
+from common.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+BASE = """
+pipeline:
+  name: demo
+  checkpoint-location: /tmp/ck
+source:
+  bootstrap-servers: 127.0.0.1:9092
+  topics: cdc.orders
+starrocks:
+  load-url: 127.0.0.1:8030
+  jdbc-url: jdbc:mysql://127.0.0.1:9030
+  database-name: demo
+  table-name: orders,order_items
+  username: root
+  password: secret-pw
+  sink:
+    label-prefix: demo
+    buffer-flush.interval-ms: 500
+assembler:
+  txn-timeout: 30s
+"""
+
+
+@pytest.fixture
+def conf_file(tmp_path: Path) -> Path:
+    path = tmp_path / "conf.yaml"
+    path.write_text(BASE)
+    return path
+
+
+def test_file_is_read_into_typed_settings(conf_file: Path) -> None:
+    config = load_config(conf_file)
+    assert config.pipeline.name == "demo"
+    assert config.pipeline.trigger_interval_ms == 500
+    assert config.source.topics == ("cdc.orders",)
+    assert config.source.reader_options()["subscribe"] == "cdc.orders"
+    assert config.starrocks.database_name == "demo"
+    assert config.assembler.txn_timeout_ms == 30_000
+
+
+def test_set_overrides_environment_which_overrides_file(conf_file: Path) -> None:
+    env = {"CDC_PIPELINE_NAME": "from-env", "CDC_STARROCKS_PASSWORD": "env-pw"}
+    config = load_config(conf_file, ["pipeline.name=from-set"], env)
+    assert config.pipeline.name == "from-set"
+    assert "env-pw" not in repr(config.starrocks)
+    config = load_config(conf_file, [], env)
+    assert config.pipeline.name == "from-env"
+
+
+def test_map_sections_take_verbatim_keys(conf_file: Path) -> None:
+    config = load_config(
+        conf_file,
+        ["starrocks.sink.label-prefix=other", "spark.conf.spark.sql.ansi.enabled=false"],
+    )
+    assert config.spark.conf["spark.sql.ansi.enabled"] == "false"
+
+
+def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
+    config = load_config(conf_file)
+    assert "secret-pw" not in repr(config)
+    assert "secret-pw" not in str(config.starrocks)
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        ("pipeline.name=has space", "pipeline.name"),
+        ("pipeline.state-partitions=zero", "pipeline.state-partitions"),
+        ("source.format=jdbc", "source.format"),
+        ("source.topics=", "source.topics"),
+        ("source.fail-on-data-loss=maybe", "source.fail-on-data-loss"),
+        ("dead-letter.destination=printer", "dead-letter.destination"),
+        ("pipeline.nme=x", "pipeline.nme"),
+        ("source.options.group.id=x", "source.options.group.id"),
+        ("novalue", "key=value"),
+    ],
+)
+def test_bad_settings_name_the_key(conf_file: Path, override: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
+        load_config(conf_file, [override])
+
+
+def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pipeline: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)

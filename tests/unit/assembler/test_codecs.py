@@ -1,0 +1,322 @@
+"""Codecs: JSON, plain Avro, Confluent wire format (local schema map and an HTTP registry)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler import CodecSettings, DecodeError, Event, encode_event, make_decoder
+from assembler.codecs import (
+    SchemaRegistryError,
+    SchemaRegistryUnavailableError,
+    _FlatAvroReader,
+    _ResolvingAvroReader,
+)
+from assembler.events import EVENT_SCHEMA_PATH
+from common.errors import ConfigError, Transient
+
+pytestmark = pytest.mark.unit
+
+SCHEMA_TEXT = EVENT_SCHEMA_PATH.read_text()
+EVENTS = [
+    Event("t1", "TXN_BEGIN", source_ts_ms=1_700_000_000_000),
+    Event("t1", "DATA", "shop", "orders", "UPSERT", '{"id": 1, "name": "Zoë"}', -5, None),
+    Event("t1", "DATA", "shop", "orders", None, "{}"),
+    Event("t1", "TXN_END", event_count=2**31 - 1),
+    Event("t-☃", "WHATEVER"),
+]
+ENCODINGS = ("json", "avro", "confluent")
+
+
+def local(encoding: str, **kw: Any) -> CodecSettings:
+    return CodecSettings(encoding=encoding, registry_schemas={1: SCHEMA_TEXT}, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: f"{e.type}")
+def test_round_trip(encoding: str, event: Event) -> None:
+    value = encode_event(event, encoding)  # type: ignore[arg-type]
+    assert make_decoder(local(encoding)).decode(value) == event
+
+
+text_or_none = st.none() | st.text(max_size=30)
+long_or_none = st.none() | st.integers(-(2**63), 2**63 - 1)
+events = st.builds(
+    Event,
+    txn_id=st.text(max_size=20),
+    type=st.text(max_size=10),
+    database=text_or_none,
+    table=text_or_none,
+    op=text_or_none,
+    row=text_or_none,
+    source_ts_ms=long_or_none,
+    event_count=st.none() | st.integers(-(2**31), 2**31 - 1),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events)
+def test_round_trip_any_event_and_fast_avro_equals_avro_package(event: Event) -> None:
+    for encoding in ENCODINGS:
+        value = encode_event(event, encoding)  # type: ignore[arg-type]
+        assert make_decoder(local(encoding)).decode(value) == event
+    import avro.schema
+
+    schema = avro.schema.parse(SCHEMA_TEXT)
+    datum = encode_event(event, "avro")
+    assert _ResolvingAvroReader(schema, schema).read(datum, 0) == event
+
+
+def test_field_names_come_from_the_schema() -> None:
+    value = encode_event(EVENTS[1], "json")
+    assert list(json.loads(value)) == [f["name"] for f in json.loads(SCHEMA_TEXT)["fields"]][:7]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, "null record value"),
+        (b"{nope", "invalid JSON"),
+        (b"\xff\xfe", "invalid JSON"),
+        (b"[1, 2]", "not an object"),
+        (b'"txn"', "not an object"),
+        (b'{"type": "DATA"}', "missing field 'txn_id'"),
+        (b'{"txn_id": "a"}', "missing field 'type'"),
+        (b'{"txn_id": 1, "type": "DATA"}', "'txn_id' must be str"),
+        (b'{"txn_id": "a", "type": "DATA", "row": {"id": 1}}', "'row' must be str"),
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": "3"}', "'event_count' must be int"),
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": true}', "'event_count' must be int"),
+        (b'{"txn_id": "a", "type": "X", "source_ts_ms": 1.5}', "'source_ts_ms' must be int"),
+        (b'{"txn_id": "a", "type": "X", "event_count": 4294967296}', "out of range"),
+    ],
+)
+def test_json_decode_errors(value: bytes | None, reason: str) -> None:
+    with pytest.raises(DecodeError) as info:
+        make_decoder(CodecSettings()).decode(value)
+    assert reason in info.value.reason
+
+
+def test_json_ignores_unknown_fields_and_accepts_explicit_nulls() -> None:
+    value = b'{"txn_id": "a", "type": "TXN_BEGIN", "extra": [1], "row": null}'
+    assert make_decoder(CodecSettings()).decode(value) == Event("a", "TXN_BEGIN")
+
+
+@pytest.mark.parametrize("encoding", ["avro", "confluent"])
+def test_avro_decode_errors(encoding: str) -> None:
+    dec = make_decoder(local(encoding))
+    good = encode_event(EVENTS[1], encoding)  # type: ignore[arg-type]
+    header = 5 if encoding == "confluent" else 0
+    for cut in range(header, len(good)):
+        with pytest.raises(DecodeError):
+            dec.decode(good[:cut])
+    with pytest.raises(DecodeError, match="trailing"):
+        dec.decode(good + b"\x00")
+    with pytest.raises(DecodeError, match="null record value"):
+        dec.decode(None)
+    with pytest.raises(DecodeError, match="union branch"):
+        # txn_id "t1" (3 bytes) and type "DATA" (5 bytes), then the union branch of database
+        dec.decode(good[: header + 8] + b"\x08" + good[header + 9 :])
+
+
+def test_confluent_framing_errors() -> None:
+    dec = make_decoder(local("confluent"))
+    good = encode_event(EVENTS[0], "confluent", schema_id=1)
+    with pytest.raises(DecodeError, match="magic byte 0x01"):
+        dec.decode(b"\x01" + good[1:])
+    with pytest.raises(DecodeError, match="magic byte nothing"):
+        dec.decode(b"")
+    with pytest.raises(DecodeError, match="unknown schema id 7"):
+        dec.decode(encode_event(EVENTS[0], "confluent", schema_id=7))
+    with pytest.raises(DecodeError, match="magic byte 0x7b"):
+        dec.decode(encode_event(EVENTS[0], "json"))
+
+
+WRITER_V2 = {  # another field order, one extra field, event_count missing (reader default null)
+    "type": "record",
+    "name": "CdcEvent",
+    "namespace": "io.txncdc",
+    "fields": [
+        {"name": "type", "type": "string"},
+        {"name": "txn_id", "type": "string"},
+        {"name": "producer", "type": "string"},
+        {"name": "row", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+def encode_v2(txn_id: str, type_: str, row: str | None, schema_id: int) -> bytes:
+    import io
+
+    import avro.io
+    import avro.schema
+
+    buf = io.BytesIO()
+    buf.write(b"\x00" + schema_id.to_bytes(4, "big"))
+    writer = avro.io.DatumWriter(avro.schema.parse(json.dumps(WRITER_V2)))
+    writer.write(
+        {"type": type_, "txn_id": txn_id, "producer": "p1", "row": row},
+        avro.io.BinaryEncoder(buf),
+    )
+    return buf.getvalue()
+
+
+def test_confluent_resolves_another_writer_schema_to_the_reader_schema(tmp_path: Path) -> None:
+    path = tmp_path / "v2.avsc"
+    path.write_text(json.dumps(WRITER_V2))
+    dec = make_decoder(
+        CodecSettings(encoding="confluent", registry_schemas={1: SCHEMA_TEXT, 2: str(path)})
+    )
+    assert dec.decode(encode_v2("a", "DATA", "{}", 2)) == Event("a", "DATA", row="{}")
+    assert dec.decode(encode_event(EVENTS[0], "confluent")) == EVENTS[0]
+    readers = dec._readers  # type: ignore[attr-defined]
+    assert isinstance(readers[1], _FlatAvroReader)
+    assert isinstance(readers[2], _ResolvingAvroReader)
+    with pytest.raises(DecodeError):
+        dec.decode(encode_v2("a", "DATA", "{}", 2)[:-1])
+
+
+def test_confluent_incompatible_writer_schema_is_a_decode_error() -> None:
+    bad = {"type": "record", "name": "CdcEvent", "namespace": "io.txncdc", "fields": []}
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_schemas={3: json.dumps(bad)}))
+    with pytest.raises(DecodeError, match="cannot be resolved"):
+        dec.decode(b"\x00\x00\x00\x00\x03")
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_schemas={4: "{broken"}))
+    with pytest.raises(DecodeError, match="schema id 4 is not a valid Avro schema"):
+        dec.decode(b"\x00\x00\x00\x00\x04")
+
+
+# -- an HTTP schema registry ----------------------------------------------------------------
+
+
+class Registry:
+    """A tiny schema registry: ``GET /schemas/ids/{id}`` like Confluent's."""
+
+    def __init__(self, schemas: dict[int, str]) -> None:
+        self.schemas = schemas
+        self.requests: list[str] = []
+        self.status_override: int | None = None
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                sid = self.path.rsplit("/", 1)[-1]
+                if outer.status_override is not None:
+                    self.send_response(outer.status_override)
+                    self.end_headers()
+                    self.wfile.write(b'{"error_code": 50001, "message": "boom"}')
+                    return
+                if not self.path.startswith("/schemas/ids/") or int(sid) not in outer.schemas:
+                    body = json.dumps({"error_code": 40403, "message": "Schema not found"})
+                    self.send_response(404)
+                else:
+                    body = json.dumps({"schema": outer.schemas[int(sid)]})
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    reg = Registry({1: SCHEMA_TEXT, 2: json.dumps(WRITER_V2)})
+    yield reg
+    reg.close()
+
+
+def test_registry_fetch_and_cache(registry: Registry) -> None:
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_url=registry.url + "/"))
+    for _ in range(3):
+        for e in EVENTS:
+            assert dec.decode(encode_event(e, "confluent", schema_id=1)) == e
+        assert dec.decode(encode_v2("b", "TXN_END", None, 2)) == Event("b", "TXN_END")
+        with pytest.raises(DecodeError, match="unknown schema id 9"):
+            dec.decode(encode_event(EVENTS[0], "confluent", schema_id=9))
+    assert registry.requests == ["/schemas/ids/1", "/schemas/ids/2", "/schemas/ids/9"]
+    assert dec.registry_requests == 3  # type: ignore[attr-defined]
+
+
+def test_local_schemas_take_precedence_over_the_registry(registry: Registry) -> None:
+    dec = make_decoder(
+        CodecSettings(
+            encoding="confluent", registry_url=registry.url, registry_schemas={1: SCHEMA_TEXT}
+        )
+    )
+    assert dec.decode(encode_event(EVENTS[0], "confluent")) == EVENTS[0]
+    assert registry.requests == []
+
+
+def test_registry_server_errors_are_transient_not_rejections(registry: Registry) -> None:
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_url=registry.url))
+    registry.status_override = 503
+    with pytest.raises(SchemaRegistryUnavailableError) as info:
+        dec.decode(encode_event(EVENTS[0], "confluent"))
+    assert isinstance(info.value, Transient)
+    registry.status_override = 401
+    with pytest.raises(SchemaRegistryError, match="HTTP 401"):
+        dec.decode(encode_event(EVENTS[0], "confluent"))
+    registry.status_override = None  # nothing was cached: the next try succeeds
+    assert dec.decode(encode_event(EVENTS[0], "confluent")) == EVENTS[0]
+
+
+def test_unreachable_registry_is_transient_and_bounded() -> None:
+    reg = Registry({})
+    url = reg.url
+    reg.close()  # nothing listens there any more
+    dec = make_decoder(
+        CodecSettings(encoding="confluent", registry_url=url, registry_timeout_s=2.0)
+    )
+    with pytest.raises(SchemaRegistryUnavailableError, match="unreachable"):
+        dec.decode(encode_event(EVENTS[0], "confluent"))
+
+
+# -- construction --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_decoders_pickle_to_their_settings(encoding: str) -> None:
+    dec = make_decoder(local(encoding))
+    value = encode_event(EVENTS[1], encoding)  # type: ignore[arg-type]
+    dec.decode(value)
+    assert pickle.loads(pickle.dumps(dec)).decode(value) == EVENTS[1]
+    assert pickle.loads(pickle.dumps(local(encoding))) == local(encoding)
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="registry-url"):
+        make_decoder(CodecSettings(encoding="confluent"))
+    with pytest.raises(ConfigError, match="encoding"):
+        make_decoder(CodecSettings(encoding="xml"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="schema-path"):
+        make_decoder(CodecSettings(encoding="avro", schema_path="/nonexistent.avsc"))
+    with pytest.raises(ValueError, match="encoding"):
+        encode_event(EVENTS[0], "xml")  # type: ignore[arg-type]
+
+
+def test_custom_schema_path_is_used(tmp_path: Path) -> None:
+    path = tmp_path / "e.avsc"
+    path.write_text(SCHEMA_TEXT)
+    dec = make_decoder(CodecSettings(encoding="avro", schema_path=str(path)))
+    assert dec.decode(encode_event(EVENTS[1], "avro")) == EVENTS[1]

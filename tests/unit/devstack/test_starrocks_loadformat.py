@@ -1,0 +1,114 @@
+"""Unit tests of the emulator's pure parts: DDL parsing, type conversion, load plans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devstack.starrocks.catalog import TableSchema, parse_create_table
+from devstack.starrocks.coltypes import BAD, converter, make_column
+from devstack.starrocks.errors import SqlError
+from devstack.starrocks.loadformat import LoadPlan, LoadPlanError
+from devstack.starrocks.storage import OP_DELETE, OP_UPSERT
+
+pytestmark = pytest.mark.unit
+
+
+def _schema(ddl: str) -> TableSchema:
+    ct = parse_create_table(ddl)
+    return TableSchema("d", ct.name, ct.columns, ct.keys_type, ct.key_columns, ddl)
+
+
+PK = _schema(
+    'CREATE TABLE d.t (`id` BIGINT NOT NULL COMMENT "k, with comma", v VARCHAR(8) DEFAULT "dv",'
+    " amt DECIMAL(10,2), ts DATETIME) ENGINE=OLAP PRIMARY KEY(id) DISTRIBUTED BY HASH(id)"
+    ' BUCKETS 1 PROPERTIES("replication_num" = "1")'
+)
+
+
+def test_parse_create_table() -> None:
+    assert [c.name for c in PK.columns] == ["id", "v", "amt", "ts"]
+    assert PK.is_primary
+    assert PK.key_columns == ("id",)
+    assert PK.columns[0].comment == "k, with comma"
+    assert not PK.columns[0].nullable
+    assert PK.columns[1].default == "dv"
+    dup = parse_create_table("CREATE TABLE t (a INT, b STRING) DUPLICATE KEY(a)")
+    assert dup.keys_type == "DUPLICATE"
+    assert dup.db is None
+    with pytest.raises(SqlError):
+        parse_create_table("CREATE TABLE t (a INT) PRIMARY KEY(nope)")
+
+
+@pytest.mark.parametrize(
+    ("type_text", "value", "expected"),
+    [
+        ("TINYINT", 127, 127),
+        ("TINYINT", 128, BAD),
+        ("INT", "42", 42),
+        ("INT", 1.5, BAD),
+        ("BIGINT", True, 1),
+        ("LARGEINT", 2**100, str(2**100)),
+        ("DECIMAL(5,2)", "1.005", "1.01"),
+        ("DECIMAL(5,2)", 1000, BAD),
+        ("DECIMAL(5,2)", "abc", BAD),
+        ("VARCHAR(3)", "abcd", BAD),
+        ("VARCHAR(3)", 12, "12"),
+        ("BOOLEAN", "true", 1),
+        ("DATE", "2024-02-30", BAD),
+        ("DATE", "2024-2-3", "2024-02-03"),
+        ("DATETIME", "2024-01-02T03:04:05", "2024-01-02 03:04:05"),
+        ("DATETIME", "2024-01-02", "2024-01-02 00:00:00"),
+        ("JSON", {"a": 1}, '{"a":1}'),
+        ("DOUBLE", "1e3", 1000.0),
+    ],
+)
+def test_converters(type_text: str, value: object, expected: object) -> None:
+    assert converter(make_column("c", type_text))(value) == expected or (
+        expected is BAD and converter(make_column("c", type_text))(value) is BAD
+    )
+
+
+def test_json_plan_ops_defaults_and_filtering() -> None:
+    plan = LoadPlan(PK, {"format": "json", "strip_outer_array": "true"})
+    body = json.dumps(
+        [
+            {"id": 1, "v": "a", "amt": "1.5", "__op": 0},
+            {"id": 1, "__op": 1},
+            {"id": 2},
+            {"id": None},
+            {"id": 3, "v": "toolongvalue"},
+            {"id": 4, "__op": "bogus"},
+            [1, 2],
+        ]
+    ).encode()
+    res = plan.parse(body)
+    assert res.total == 7
+    assert res.filtered == 4
+    assert res.rows == [
+        (OP_UPSERT, (1, "a", "1.50", None)),
+        (OP_DELETE, (1, "dv", None, None)),
+        (OP_UPSERT, (2, "dv", None, None)),
+    ]
+
+
+def test_plan_errors() -> None:
+    with pytest.raises(LoadPlanError) as ei:
+        LoadPlan(PK, {"format": "parquet"})
+    assert ei.value.status == "INVALID_ARGUMENT"
+    with pytest.raises(LoadPlanError) as ei:
+        LoadPlan(PK, {"format": "csv", "columns": "v, amt"})  # id is NOT NULL, no default
+    assert ei.value.status == "ANALYSIS_ERROR"
+    with pytest.raises(LoadPlanError):
+        LoadPlan(PK, {"format": "csv", "strict_mode": "maybe"})
+
+
+def test_csv_plan() -> None:
+    plan = LoadPlan(PK, {"format": "csv", "column_separator": ",", "row_delimiter": "\\n"})
+    res = plan.parse(b"1,a,2.5,2024-01-01 00:00:00\n2,\\N,\\N,\\N\n3,short\n")
+    assert res.rows == [
+        (OP_UPSERT, (1, "a", "2.50", "2024-01-01 00:00:00")),
+        (OP_UPSERT, (2, None, None, None)),
+    ]
+    assert res.filtered == 1

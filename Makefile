@@ -35,5 +35,10 @@ lint: setup
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)
 
+# Real Apache Kafka + StarRocks 4.x through testcontainers; exits non-zero without Docker.
+test-real: setup
+	$(PY) -m pip install -q -e '.[dev,docker]'
+	CDC_REAL_STACK=1 $(PY) -m pytest tests/real
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

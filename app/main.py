@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 
@@ -74,14 +75,23 @@ def run(config: AppConfig) -> int:
         config.pipeline.checkpoint_location,
     )
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("stopping on signal=%s", signum)
-        query.stop()
+    stop_requested = threading.Event()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        # Only set a flag: the main thread is inside a py4j call, and calling into the JVM
+        # from a signal handler re-enters that call's socket.
+        log.info("stop requested signal=%s", signum)
+        stop_requested.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     try:
-        query.awaitTermination()
+        while not query.awaitTermination(1):
+            if stop_requested.is_set():
+                # A batch interrupted here is replayed on the next start; the sink's label
+                # check keeps it exactly once.
+                query.stop()
+                break
     finally:
         sink.close()
         log.info(
@@ -91,6 +101,8 @@ def run(config: AppConfig) -> int:
             reporter.rows,
             reporter.rejected_records,
         )
+    if stop_requested.is_set():
+        return 0
     error = query.exception()
     if error is not None:
         log.error("query failed: %s", error)

@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watched = watch_result[0] if watch_result else None
         rows = result.counts.events - 2 * result.transactions
         latency = sampler.percentiles()
+        steady = sampler.percentiles(steady=True)
         print()
         print("numbers")
         print(f"  transactions          {result.transactions}")
@@ -137,12 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  throughput            {rows / total_s:,.0f} rows/s, "
             f"{result.transactions / total_s:,.0f} txn/s (bounded by --rate)"
         )
-        if latency:
-            print(
-                "  visibility latency    "
-                f"p50 {latency['p50']:.0f} ms  p95 {latency['p95']:.0f} ms  "
-                f"p99 {latency['p99']:.0f} ms  max {latency['max']:.0f} ms"
-            )
+        for title, lat in (("all transactions", latency), ("after warm-up", steady)):
+            if lat:
+                print(
+                    f"  visibility latency    {title}: p50 {lat['p50']:.0f} ms  "
+                    f"p95 {lat['p95']:.0f} ms  p99 {lat['p99']:.0f} ms  max {lat['max']:.0f} ms"
+                    f"  ({lat['n']:.0f} txns)"
+                )
         if watched is not None:
             print(
                 f"  watch checks          {getattr(watched, 'checks', '?')} "

@@ -163,6 +163,8 @@ class LatencySampler:
     database: str = "demo"
     interval_s: float = 0.1
     samples_ms: list[float] = field(default_factory=list)
+    # (source time, latency) pairs, to separate warm-up from steady state.
+    samples: list[tuple[float, float]] = field(default_factory=list)
     _seen: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -194,13 +196,22 @@ class LatencySampler:
                         self._seen[int(order_id)] = int(version)
                         if ts is not None:
                             self.samples_ms.append(now_ms - float(ts))
+                            self.samples.append((float(ts), now_ms - float(ts)))
                 self._stop.wait(self.interval_s)
         finally:
             conn.close()
 
-    def percentiles(self) -> dict[str, float]:
-        """p50/p95/p99/max in milliseconds (empty when nothing was seen)."""
-        if len(self.samples_ms) < 2:
+    def percentiles(self, steady: bool = False) -> dict[str, float]:
+        """p50/p95/p99/max in milliseconds (empty when nothing was seen).
+
+        ``steady``: only transactions produced after the first one became visible, i.e.
+        without Spark's start-up and first-batch warm-up.
+        """
+        values = self.samples_ms
+        if steady and self.samples:
+            first_visible = min(ts + lat for ts, lat in self.samples)
+            values = [lat for ts, lat in self.samples if ts >= first_visible]
+        if len(values) < 2:
             return {}
-        q = statistics.quantiles(self.samples_ms, n=100, method="inclusive")
-        return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(self.samples_ms)}
+        q = statistics.quantiles(values, n=100, method="inclusive")
+        return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(values), "n": len(values)}

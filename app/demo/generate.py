@@ -4,7 +4,8 @@ CLI::
 
     python -m app.demo.generate --bootstrap HOST:PORT --topic T --partitions N --orders K \
         --seed S [--encoding json|avro|confluent] [--max-items 5] [--update-ratio 0.3] \
-        [--delete-ratio 0.1] [--truth FILE] [--rate TXN_PER_S] [--create-topic] [--database demo]
+        [--delete-ratio 0.1] [--truth FILE] [--rate TXN_PER_S] [--create-topic] [--database demo] \
+        [--bad-input KIND[:N] ...] [--max-txn-rows ROWS]
 
 Python: :func:`generate` with a :class:`GeneratorConfig` (used by tests and ``make demo``).
 
@@ -12,6 +13,13 @@ Every event of an order's transaction has the Kafka key ``order_id`` and is sent
 partition :func:`app.demo.workload.partition_for` (order id, N): deterministic whatever the
 client's partitioner, and one order's history stays in one partition, the only place Kafka
 orders records. The generator only produces; it consumes nothing and stores no offsets.
+
+``--bad-input KIND[:N]`` (repeatable) interleaves N bad source transactions of each kind
+(:class:`app.demo.badinput.BadInputKind`) with the good ones, on random partitions,
+deterministically by seed. They use their own order/item id range, so the good transactions and
+the ground truth's tables are unchanged; the truth's ``dead_letters`` section lists what the
+pipeline must dead-letter: per kind the count, and per transaction its source coordinates
+(topic, partition, first offset, taken from the delivery reports) and rejected records.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -31,6 +40,16 @@ from confluent_kafka.admin import AdminClient
 # NewTopic's typed home; confluent_kafka.admin re-exports it without declaring it public.
 from confluent_kafka.cimpl import NewTopic
 
+from app.demo.badinput import (
+    BadInputKind,
+    BadInputPlan,
+    BadTransaction,
+    encode_record,
+    expected_summary,
+    interleave,
+    parse_bad_input,
+)
+from app.demo.badinput import build as build_bad_transactions
 from app.demo.errors import DemoConfigError, DemoError, ProduceError, TopicError
 from app.demo.truth import GroundTruth
 from app.demo.workload import Clock, Workload, WorkloadConfig, WorkloadCounts, wall_clock_ms
@@ -57,6 +76,8 @@ class GeneratorConfig:
         create_topic: create the topic with ``workload.partitions`` partitions if missing.
         progress_interval_s: how often progress is logged.
         producer_config: extra librdkafka settings, applied last.
+        bad_inputs: kind -> number of bad source transactions to interleave.
+        max_txn_rows: the pipeline's ``max-txn-rows`` (needed for ``txn-too-large``).
     """
 
     bootstrap: str
@@ -70,9 +91,12 @@ class GeneratorConfig:
     progress_interval_s: float = 2.0
     flush_timeout_s: float = 60.0
     producer_config: Mapping[str, Any] = field(default_factory=dict)
+    bad_inputs: Mapping[BadInputKind, int] = field(default_factory=dict)
+    max_txn_rows: int | None = None
 
     def __post_init__(self) -> None:
         """Fail fast, naming the option."""
+        self.bad_input_plan()  # validates counts and max_txn_rows
         if self.encoding not in ENCODINGS:
             msg = f"encoding must be one of {ENCODINGS}, got {self.encoding!r}"
             raise DemoConfigError(msg)
@@ -83,10 +107,49 @@ class GeneratorConfig:
             msg = "topic must not be empty"
             raise DemoConfigError(msg)
 
+    def bad_input_plan(self) -> BadInputPlan:
+        """The bad transactions to interleave (positions drawn among the created orders)."""
+        wl = self.workload
+        return BadInputPlan(
+            counts={BadInputKind(k): n for k, n in self.bad_inputs.items()},
+            partitions=wl.partitions,
+            seed=wl.seed,
+            slots=wl.orders,
+            database=wl.database,
+            max_txn_rows=self.max_txn_rows,
+            max_items=wl.max_items,
+            txn_prefix=wl.txn_prefix,
+        )
+
+
+@dataclass(frozen=True)
+class SentBadTransaction:
+    """A bad transaction as sent: where its dead-letter rows must appear."""
+
+    txn: BadTransaction
+    topic: str
+    first_offset: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The truth file's entry."""
+        return {
+            "kind": self.txn.kind.value,
+            "txn_id": self.txn.txn_id,
+            "topic": self.topic,
+            "partition": self.txn.partition,
+            "first_offset": self.first_offset,
+            "records": self.txn.rejected_records,
+            "sent_records": len(self.txn.records),
+        }
+
 
 @dataclass(frozen=True)
 class GenerationResult:
-    """What was sent: counts, per-partition transactions, the truth, timing."""
+    """What was sent: counts, per-partition transactions, the truth, timing.
+
+    ``counts`` and ``txns_per_partition`` are about good transactions; ``events_per_partition``
+    and ``events`` count every record sent, bad ones included.
+    """
 
     counts: WorkloadCounts
     txns_per_partition: Mapping[int, int]
@@ -94,6 +157,7 @@ class GenerationResult:
     delivered: int
     elapsed_s: float
     truth: GroundTruth
+    bad_transactions: tuple[SentBadTransaction, ...] = ()
 
     @property
     def transactions(self) -> int:
@@ -101,9 +165,14 @@ class GenerationResult:
         return self.counts.transactions
 
     @property
+    def bad_events(self) -> int:
+        """Number of records of bad transactions sent."""
+        return sum(len(b.txn.records) for b in self.bad_transactions)
+
+    @property
     def events(self) -> int:
-        """Number of events (records) sent."""
-        return self.counts.events
+        """Number of records sent, bad ones included."""
+        return self.counts.events + self.bad_events
 
 
 def producer_settings(config: GeneratorConfig) -> dict[str, Any]:
@@ -211,6 +280,9 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
     """
     ensure_topic(config)
     workload = Workload(config.workload, clock=clock)
+    plan = config.bad_input_plan()
+    # The clock is asked only when there is bad input: good timestamps stay as they were.
+    bad = build_bad_transactions(plan, ts_ms=clock()) if plan.total else []
     producer = Producer(producer_settings(config))
     errors: list[str] = []
     delivered = 0
@@ -222,16 +294,35 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
         else:
             delivered += 1
 
+    first_offsets: dict[int, int] = {}
+
+    def on_first_delivery(seq: int, err: KafkaError | None, msg: Any) -> None:
+        on_delivery(err, msg)
+        if err is None:
+            first_offsets[seq] = int(msg.offset())
+
+    def send_bad(b: BadTransaction) -> None:
+        for i, record in enumerate(b.records):
+            value = encode_record(record, config.encoding, schema_id=config.schema_id)
+            callback = partial(on_first_delivery, b.seq) if i == 0 else on_delivery
+            _produce(producer, config.topic, b.partition, b.key, value, callback)
+        events_per_partition[b.partition] = events_per_partition.get(b.partition, 0) + len(
+            b.records
+        )
+
     txns_per_partition: dict[int, int] = {}
     events_per_partition: dict[int, int] = {}
     progress = _Progress(config.progress_interval_s)
     start = time.monotonic()
     sent_txns = sent_events = 0
-    for index, txn in enumerate(workload.transactions()):
+    for txn in interleave(workload.transactions(), bad):
+        if isinstance(txn, BadTransaction):
+            send_bad(txn)
+            continue
         if config.rate is not None:
             # Pace by schedule, not by sleeping a fixed gap, so slow produce calls do not
             # lower the rate.
-            due = start + index / config.rate
+            due = start + sent_txns / config.rate
             # poll() returns early when a delivery report arrives: wait in a loop.
             while (delay := due - time.monotonic()) > 0:
                 producer.poll(delay)
@@ -239,7 +330,7 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
             value = encode_event(event, config.encoding, schema_id=config.schema_id)
             _produce(producer, config.topic, txn.partition, txn.key, value, on_delivery)
         producer.poll(0)
-        sent_txns = index + 1
+        sent_txns += 1
         sent_events += len(txn.events)
         txns_per_partition[txn.partition] = txns_per_partition.get(txn.partition, 0) + 1
         events_per_partition[txn.partition] = events_per_partition.get(txn.partition, 0) + len(
@@ -258,6 +349,7 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
             "(a rerun sends the same txn ids again)"
         )
         raise ProduceError(msg)
+    sent_bad = tuple(SentBadTransaction(b, config.topic, first_offsets[b.seq]) for _, b in bad)
     counts = workload.counts()
     truth = GroundTruth(
         database=config.workload.database,
@@ -270,13 +362,19 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
             "orders": config.workload.orders,
             "encoding": config.encoding,
         },
+        dead_letters={
+            "expected": expected_summary(b for _, b in bad),
+            "max_txn_rows": config.max_txn_rows,
+            "transactions": [s.to_dict() for s in sent_bad],
+        },
     )
     if config.truth_path is not None:
         truth.write(config.truth_path)
     logger.info(
-        "done txns=%d events=%d delivered=%d elapsed_s=%.2f topic=%s",
+        "done txns=%d events=%d bad_txns=%d delivered=%d elapsed_s=%.2f topic=%s",
         counts.transactions,
         counts.events,
+        len(sent_bad),
         delivered,
         elapsed,
         config.topic,
@@ -288,6 +386,7 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
         delivered=delivered,
         elapsed_s=elapsed,
         truth=truth,
+        bad_transactions=sent_bad,
     )
 
 
@@ -297,7 +396,7 @@ def _produce(
     partition: int,
     key: bytes,
     value: bytes,
-    on_delivery: Callable[[KafkaError | None, object], None],
+    on_delivery: Callable[[KafkaError | None, Any], None],
 ) -> None:
     while True:
         try:
@@ -330,6 +429,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, help="transactions per second (default: unpaced)")
     p.add_argument("--create-topic", action="store_true", help="create the topic if missing")
     p.add_argument("--database", default="demo", help="database named in DATA events")
+    p.add_argument(
+        "--bad-input",
+        action="append",
+        default=[],
+        metavar="KIND[:N]",
+        help=(
+            "interleave N (default 1) bad source transactions of KIND; repeatable. Kinds: "
+            + ", ".join(k.value for k in BadInputKind)
+        ),
+    )
+    p.add_argument(
+        "--max-txn-rows",
+        type=int,
+        help="the pipeline's assembler max-txn-rows (required by --bad-input txn-too-large)",
+    )
     return p
 
 
@@ -340,6 +454,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
     try:
+        bad_inputs: dict[BadInputKind, int] = {}
+        for spec in args.bad_input:
+            kind, n = parse_bad_input(spec)
+            bad_inputs[kind] = bad_inputs.get(kind, 0) + n
         config = GeneratorConfig(
             bootstrap=args.bootstrap,
             topic=args.topic,
@@ -357,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             truth_path=args.truth,
             rate=args.rate,
             create_topic=args.create_topic,
+            bad_inputs=bad_inputs,
+            max_txn_rows=args.max_txn_rows,
         )
     except DemoConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -367,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(
-        f"sent txns={result.transactions} events={result.events} "
+        f"sent txns={result.transactions} bad_txns={len(result.bad_transactions)} "
+        f"events={result.events} "
         f"partitions={len(result.txns_per_partition)} elapsed_s={result.elapsed_s:.2f}"
         + (f" truth={config.truth_path}" if config.truth_path else "")
     )

@@ -7,7 +7,16 @@ Format (JSON, one object)::
      "counts": {"transactions": ..., "events": ..., "txns_by_kind": {...},
                 "data_events": {"orders": {"UPSERT": n, "DELETE": m}, ...},
                 "rows": {"orders": n, "order_items": m}},
-     "tables": {"orders": [row, ...], "order_items": [row, ...]}}
+     "tables": {"orders": [row, ...], "order_items": [row, ...]},
+     "dead_letters": {"expected": {"<kind>": {"transactions": n, "records": m}, ...},
+                      "max_txn_rows": null,
+                      "transactions": [{"kind", "txn_id", "topic", "partition",
+                                        "first_offset", "records", "sent_records"}, ...]}}
+
+``dead_letters`` (absent in files of older generators) describes the bad source transactions
+injected with ``--bad-input``: the pipeline must dead-letter exactly these, each as a group of
+``records`` rows with the same ``(topic, partition, first_offset)``, with a reason naming the
+kind. An empty list means that nothing of this run may be dead-lettered.
 
 Decimals are written as strings (exact, and readable by any JSON tool); readers convert them
 with :func:`app.demo.model.to_decimal`.
@@ -31,15 +40,17 @@ FORMAT: Final = "txn-cdc-demo-truth/1"
 
 @dataclass(frozen=True)
 class GroundTruth:
-    """Final rows per table and the generation counts."""
+    """Final rows per table, the generation counts and the expected dead letters."""
 
     database: str
     tables: Mapping[str, list[Row]]
     counts: Mapping[str, Any]
     meta: Mapping[str, Any]
+    dead_letters: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (decimals as strings)."""
+        extra = {} if self.dead_letters is None else {"dead_letters": self.dead_letters}
         return {
             "format": FORMAT,
             "database": self.database,
@@ -49,6 +60,7 @@ class GroundTruth:
                 t: [{k: _plain(v) for k, v in row.items()} for row in rows]
                 for t, rows in self.tables.items()
             },
+            **extra,
         }
 
     def write(self, path: Path) -> None:
@@ -68,13 +80,20 @@ class GroundTruth:
             msg = f"ground truth must list the tables {list(TABLES)}"
             raise TruthFileError(msg)
         meta = {
-            k: v for k, v in data.items() if k not in {"format", "database", "counts", "tables"}
+            k: v
+            for k, v in data.items()
+            if k not in {"format", "database", "counts", "tables", "dead_letters"}
         }
+        dead_letters = data.get("dead_letters")
+        if dead_letters is not None and not isinstance(dead_letters, dict):
+            msg = "ground truth: dead_letters must be an object"
+            raise TruthFileError(msg)
         return cls(
             database=str(data.get("database", "demo")),
             tables={t: list(rows) for t, rows in tables.items()},
             counts=dict(data.get("counts", {})),
             meta=meta,
+            dead_letters=dead_letters,
         )
 
     @classmethod

@@ -3,12 +3,20 @@
 CLI::
 
     python -m app.demo.verify --host H --port 9030 --user root --password '' --database demo \
-        [--truth FILE] [--watch SECONDS] [--interval 0.2] [--stop-file PATH] [--json]
+        [--truth FILE] [--watch SECONDS] [--interval 0.2] [--stop-file PATH] [--json] \
+        [--dead-letter-table _cdc_dead_letter] [--no-dead-letters]
 
 Exit code 0 = pass, 1 = fail (a violation seen, or a difference from the truth), 2 = could not
 run (bad option, unreachable database).
 
-Python: :func:`check_invariants`, :func:`watch`, :func:`compare_with_truth`.
+Python: :func:`check_invariants`, :func:`watch`, :func:`compare_with_truth`,
+:func:`dead_letters` (from :mod:`app.demo.deadletters`).
+
+With a truth file that has a ``dead_letters`` section (every file of the current generator),
+the dead-letter table is read too (one SELECT) and its transactions are compared by kind with
+the expected ones: a bad transaction not dead-lettered, a good one dead-lettered, or one with
+another number of records fails the verdict. When nothing is expected and the table cannot be
+read (dead letters go to files, say), that is noted and not a failure.
 
 **One check is one SELECT.** StarRocks has no multi-statement snapshot: two SELECTs (orders,
 then items) could straddle a commit and report a violation that no snapshot ever had. So the
@@ -37,6 +45,14 @@ from typing import Any, Final
 import pymysql
 
 from app.demo.db import add_connection_arguments, connect, settings_from_args
+from app.demo.deadletters import (
+    DEAD_LETTER_TABLE,
+    DeadLetterComparison,
+    DeadLetterReport,
+    compare_dead_letters,
+    dead_letters,
+    expected_from_truth,
+)
 from app.demo.errors import DatabaseError, DemoError
 from app.demo.invariants import (
     MAX_EXAMPLES,
@@ -55,6 +71,16 @@ from app.demo.model import (
     to_int,
 )
 from app.demo.truth import GroundTruth
+
+__all__ = [
+    "ComparisonReport",
+    "Verdict",
+    "check_invariants",
+    "compare_with_truth",
+    "dead_letters",
+    "run",
+    "watch",
+]
 
 #: Columns compared with the truth besides the key and ``version`` (timestamps and free text
 #: are left out: they prove nothing about exactly-once).
@@ -357,14 +383,20 @@ class Verdict:
     watch: WatchReport | None = None
     comparison: ComparisonReport | None = None
     notes: tuple[str, ...] = field(default=())
+    dead_letter_report: DeadLetterReport | None = None
+    dead_letters: DeadLetterComparison | None = None
 
     @property
     def passed(self) -> bool:
-        """Final invariants hold, the watch saw no violation, the truth matches."""
+        """Final invariants hold, the watch saw no violation, the truth matches.
+
+        With a dead-letter comparison, exactly the expected transactions were dead-lettered.
+        """
         return (
             self.final.ok
             and (self.watch is None or self.watch.ok)
             and (self.comparison is None or self.comparison.ok)
+            and (self.dead_letters is None or self.dead_letters.ok)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -375,6 +407,11 @@ class Verdict:
             "final_invariants": self.final.to_dict(),
             "watch": self.watch.to_dict() if self.watch else None,
             "truth": self.comparison.to_dict() if self.comparison else None,
+            "dead_letter_table": (
+                self.dead_letter_report.to_dict() if self.dead_letter_report else None
+            ),
+            "dead_letters": self.dead_letters.to_dict() if self.dead_letters else None,
+            "notes": list(self.notes),
         }
 
     def render(self) -> str:
@@ -406,15 +443,32 @@ class Verdict:
                     f"{t.table:<14}{t.expected:>9}{t.actual:>9}{t.missing:>9}{t.extra:>7}"
                     f"{t.wrong_version:>9}{t.wrong_value:>7}"
                 )
+        if self.dead_letters is not None:
+            lines.append("")
+            lines.append(
+                f"{'dead letters':<22}{'txns':>6}{'want':>6}{'records':>9}{'want':>6}"
+                f"{'missing':>9}{'unexpected':>11}{'records!':>9}"
+            )
+            for k in self.dead_letters.kinds:
+                lines.append(
+                    f"{k.kind:<22}{k.actual_txns:>6}{k.expected_txns:>6}{k.actual_records:>9}"
+                    f"{k.expected_records:>6}{k.missing:>9}{k.unexpected:>11}"
+                    f"{k.wrong_records:>9}"
+                )
         examples = [f"final {v}" for v in f.examples[:5]]
         if self.watch is not None:
             examples += [f"watch {v}" for v in self.watch.examples[:5]]
         if self.comparison is not None:
             examples += [e for t in self.comparison.tables for e in t.examples[:5]]
+        if self.dead_letters is not None:
+            examples += list(self.dead_letters.examples[:10])
         if examples:
             lines.append("")
             lines.append("examples:")
             lines += [f"  {e}" for e in examples]
+        if self.notes:
+            lines.append("")
+            lines += [f"note: {n}" for n in self.notes]
         lines.append("")
         lines.append(f"VERDICT: {'PASS' if self.passed else 'FAIL'}")
         return "\n".join(lines)
@@ -429,8 +483,13 @@ def run(
     interval_s: float = 0.2,
     stop_file: Path | None = None,
     stop_event: threading.Event | None = None,
+    dead_letter_table: str | None = DEAD_LETTER_TABLE,
 ) -> Verdict:
-    """Watch (if asked), then check the invariants once more and compare with the truth."""
+    """Watch (if asked), then check the invariants once more and compare with the truth.
+
+    ``dead_letter_table``: compare it with the truth's expected dead letters when the truth
+    has them; ``None`` skips that.
+    """
     watched = (
         watch(
             conn,
@@ -445,7 +504,29 @@ def run(
     )
     final = check_invariants(conn, database)
     comparison = compare_with_truth(conn, truth, database) if truth is not None else None
-    return Verdict(database=database, final=final, watch=watched, comparison=comparison)
+    notes: list[str] = []
+    report: DeadLetterReport | None = None
+    dl_comparison: DeadLetterComparison | None = None
+    if truth is not None and truth.dead_letters is not None and dead_letter_table is not None:
+        expected = expected_from_truth(truth.dead_letters)
+        try:
+            report = dead_letters(conn, database, dead_letter_table)
+        except DatabaseError as e:
+            if expected:
+                raise
+            notes.append(f"dead letters not checked (none expected): {e}")
+        else:
+            topic = truth.meta.get("topic")
+            dl_comparison = compare_dead_letters(report, expected, [topic] if topic else [])
+    return Verdict(
+        database=database,
+        final=final,
+        watch=watched,
+        comparison=comparison,
+        notes=tuple(notes),
+        dead_letter_report=report,
+        dead_letters=dl_comparison,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -461,6 +542,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=0.2, help="seconds between watch checks")
     p.add_argument("--stop-file", type=Path, help="end the watch early when this file exists")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument(
+        "--dead-letter-table",
+        default=DEAD_LETTER_TABLE,
+        help="dead-letter table in --database, compared with the truth's expected dead letters",
+    )
+    p.add_argument(
+        "--no-dead-letters", action="store_true", help="do not check the dead-letter table"
+    )
     return p
 
 
@@ -505,6 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     interval_s=args.interval,
                     stop_file=args.stop_file,
                     stop_event=stop,
+                    dead_letter_table=None if args.no_dead_letters else args.dead_letter_table,
                 )
         finally:
             conn.close()

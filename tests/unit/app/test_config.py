@@ -44,7 +44,7 @@ def test_file_is_read_into_typed_settings(conf_file: Path) -> None:
     assert config.pipeline.trigger_interval_ms == 500
     assert config.source.topics == ("cdc.orders",)
     assert config.source.reader_options()["subscribe"] == "cdc.orders"
-    assert config.starrocks.database_name == "demo"
+    assert config.starrocks.database == "demo"
     assert config.assembler.txn_timeout_ms == 30_000
 
 

@@ -1,0 +1,270 @@
+"""HTTP client for the Stream Load transaction API (driver and executors).
+
+One :class:`StarRocksClient` per process; it is cheap, holds a ``requests.Session`` and is
+created lazily on executors (a session is not picklable, the config is).
+
+Why the settings are what they are:
+
+* ``allow_redirects=False`` and manual 307 following: ``requests`` drops ``Authorization``
+  when the port changes (FE 8030 -> BE 8040) and a BE ``begin`` without it fails with
+  ``no valid Basic authorization`` (spec §1). We re-send method, every header and the body.
+* Bounded connect/read timeouts on every call: a hung FE must not hang a micro-batch.
+* No ``Expect: 100-continue``: ``requests`` does not implement the handshake and the
+  transaction endpoints do not need it (spec §2.1).
+* Responses are judged by :func:`sinks.starrocks.errors.classify` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import quote, urljoin
+
+import requests
+
+from sinks.starrocks.config import StarRocksSinkConfig
+from sinks.starrocks.errors import (
+    ProtocolError,
+    StarRocksError,
+    classify,
+    retry_in_place,
+)
+from sinks.starrocks.protocol import LoadState, TxnOp, TxnResponse
+
+logger = logging.getLogger(__name__)
+
+_MAX_REDIRECTS = 5
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter and a cap."""
+
+    base_s: float
+    cap_s: float
+
+    def delay(self, retry: int) -> float:
+        """Seconds to sleep before retry number ``retry`` (0-based)."""
+        ceiling = min(self.cap_s, self.base_s * (2**retry))
+        # Jitter spreads retries of parallel executors; not security relevant.
+        return float(ceiling * (0.5 + random.random() / 2))  # noqa: S311
+
+
+class StarRocksClient:
+    """Transaction API calls against the FE listed in ``load-url`` (failover in order).
+
+    Methods raise :class:`sinks.starrocks.errors.StarRocksError` subclasses; after a
+    ``Transient`` error from ``begin``/``load`` the caller may *not* assume that nothing
+    happened on the server: it must decide with :meth:`get_load_state`.
+    """
+
+    def __init__(
+        self, config: StarRocksSinkConfig, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self._config = config
+        self._sleep = sleep
+        self._backoff = Backoff(config.retry_backoff_s, config.retry_max_backoff_s)
+        self._session = requests.Session()
+        self._host_index = 0
+        self._lock = threading.Lock()
+        token = f"{config.username}:{config.password.reveal()}".encode()
+        self._auth_header = "Basic " + base64.b64encode(token).decode("ascii")
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._session.close()
+
+    # -- operations -------------------------------------------------------------------------
+
+    def begin(
+        self, label: str, *, multi: bool, table: str | None = None, timeout_s: int | None = None
+    ) -> TxnResponse:
+        """Begin a transaction (multi-table: no ``table``; single-table: ``table`` required)."""
+        headers = self._txn_headers(label, multi=multi, table=table)
+        headers["timeout"] = str(timeout_s or self._config.txn_timeout_s)
+        return self._call(TxnOp.BEGIN, "POST", self._txn_path(TxnOp.BEGIN), headers, label, table)
+
+    def load(
+        self,
+        label: str,
+        table: str,
+        body: bytes,
+        *,
+        multi: bool,
+        properties: Mapping[str, str] | None = None,
+    ) -> TxnResponse:
+        """Send one JSON-array chunk of ``table`` inside transaction ``label``."""
+        headers = dict(properties if properties is not None else self._config.properties_for(table))
+        headers.update(self._txn_headers(label, multi=multi, table=table))
+        headers["Content-Type"] = "application/json"
+        return self._call(
+            TxnOp.LOAD, "PUT", self._txn_path(TxnOp.LOAD), headers, label, table, body=body
+        )
+
+    def prepare(self, label: str, *, table: str | None = None) -> TxnResponse:
+        """Pre-commit a single-table transaction (multi-table mode has no prepare)."""
+        headers = self._txn_headers(label, multi=False, table=table)
+        if self._config.prepared_timeout_s:
+            headers["prepared_timeout"] = str(self._config.prepared_timeout_s)
+        return self._call(
+            TxnOp.PREPARE, "POST", self._txn_path(TxnOp.PREPARE), headers, label, table
+        )
+
+    def commit(self, label: str, *, multi: bool, table: str | None = None) -> TxnResponse:
+        """Commit; a repeated commit of a committed label answers OK (spec §4.4)."""
+        headers = self._txn_headers(label, multi=multi, table=table)
+        return self._call(TxnOp.COMMIT, "POST", self._txn_path(TxnOp.COMMIT), headers, label, table)
+
+    def rollback(self, label: str, *, multi: bool, table: str | None = None) -> TxnResponse:
+        """Roll back; idempotent on an ABORTED label."""
+        headers = self._txn_headers(label, multi=multi, table=table)
+        return self._call(
+            TxnOp.ROLLBACK, "POST", self._txn_path(TxnOp.ROLLBACK), headers, label, table
+        )
+
+    def get_load_state(self, label: str) -> LoadState:
+        """Current FE status of ``label``; UNKNOWN if the FE never saw it (or forgot it)."""
+        db = quote(self._config.database, safe="")
+        path = f"/api/{db}/get_load_state?label={quote(label, safe='')}"
+        response = self._call(TxnOp.GET_LOAD_STATE, "GET", path, {}, label, None)
+        return response.state
+
+    # -- mechanics --------------------------------------------------------------------------
+
+    def _txn_path(self, op: TxnOp) -> str:
+        return f"/api/transaction/{op.value}"
+
+    def _txn_headers(self, label: str, *, multi: bool, table: str | None) -> dict[str, str]:
+        headers = {"label": label, "db": self._config.database}
+        if table is not None:
+            headers["table"] = table
+        if multi:
+            headers["transaction_type"] = "multi"
+        return headers
+
+    def _call(
+        self,
+        op: TxnOp,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        label: str,
+        table: str | None,
+        *,
+        body: bytes | None = None,
+    ) -> TxnResponse:
+        """Send with bounded in-place retries (only where :func:`retry_in_place` allows)."""
+        retries = self._config.max_retries
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            result = self._send_once(op, method, path, headers, label, table, body)
+            if isinstance(result, TxnResponse):
+                logger.debug(
+                    "starrocks call op=%s label=%s table=%s status=%s ms=%d",
+                    op,
+                    label,
+                    table,
+                    result.status,
+                    (time.monotonic() - started) * 1000,
+                )
+                return result
+            if attempt >= retries or not retry_in_place(op, result):
+                raise result
+            delay = self._backoff.delay(attempt)
+            logger.warning(
+                "starrocks retry op=%s label=%s table=%s attempt=%d delay_s=%.2f error=%s",
+                op,
+                label,
+                table,
+                attempt + 1,
+                delay,
+                result,
+            )
+            self._sleep(delay)
+            attempt += 1
+
+    def _send_once(
+        self,
+        op: TxnOp,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        label: str,
+        table: str | None,
+        body: bytes | None,
+    ) -> TxnResponse | StarRocksError:
+        base = self._current_host()
+        url = base + path
+        full_headers = dict(headers)
+        full_headers["Authorization"] = self._auth_header
+        timeout = (self._config.connect_timeout_s, self._config.socket_timeout_s)
+        for _hop in range(_MAX_REDIRECTS + 1):
+            try:
+                response = self._session.request(
+                    method,
+                    url,
+                    headers=full_headers,
+                    data=body,
+                    timeout=timeout,
+                    allow_redirects=False,
+                )
+            except requests.RequestException as e:
+                not_sent = _not_sent(e)
+                if not_sent and url.startswith(base):
+                    self._rotate_host(base)
+                err = classify(op, None, None, label=label, table=table, detail=_describe(e))
+                if isinstance(err, StarRocksError):
+                    err.context["not_sent"] = not_sent
+                    err.__cause__ = e
+                return err
+            if response.status_code in (301, 302, 303, 307, 308):
+                location = response.headers.get("Location")
+                response.close()
+                if not location:
+                    return ProtocolError(
+                        f"StarRocks {op} label={label}: HTTP {response.status_code} "
+                        "without Location",
+                        op=str(op),
+                        label=label,
+                        table=table,
+                    )
+                # Same method, same headers (Authorization included), same body: spec §1.
+                url = urljoin(url, location)
+                continue
+            return classify(op, response.status_code, response.content, label=label, table=table)
+        return ProtocolError(
+            f"StarRocks {op} label={label}: more than {_MAX_REDIRECTS} redirects",
+            op=str(op),
+            label=label,
+            table=table,
+        )
+
+    def _current_host(self) -> str:
+        with self._lock:
+            return self._config.load_urls[self._host_index % len(self._config.load_urls)]
+
+    def _rotate_host(self, failed: str) -> None:
+        with self._lock:
+            if self._config.load_urls[self._host_index % len(self._config.load_urls)] == failed:
+                self._host_index += 1
+
+
+def _not_sent(error: requests.RequestException) -> bool:
+    """True when the request certainly never reached the server (safe to re-send)."""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    if isinstance(error, requests.ConnectionError):
+        text = repr(error)
+        return "NewConnectionError" in text or "Connection refused" in text
+    return False
+
+
+def _describe(error: requests.RequestException) -> str:
+    """Exception class and reason, without the request (which carries headers)."""
+    return f"{type(error).__name__}: {str(error)[:300]}"

@@ -1,0 +1,341 @@
+"""Settings of the StarRocks sink, parsed once into a frozen, typed object.
+
+Option names follow the StarRocks Flink connector where the meaning is the same (DESIGN.md §6),
+so a user coming from Flink recognises them. Every option is documented in
+``docs/starrocks-sink.md``. Unknown ``sink.*`` keys are rejected (a typo must not silently
+fall back to a default).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+from common.errors import ConfigError
+
+#: StarRocks label rule: at most 128 characters of ``[A-Za-z0-9_-]``.
+LABEL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Load headers the sink owns: changing them would break the wire contract (JSON arrays with
+# ``__op``) or the transaction (label/db/table/transaction_type are set per request).
+_RESERVED_HEADERS = frozenset(
+    {"label", "db", "table", "transaction_type", "authorization", "timeout", "expect"}
+)
+_FIXED_HEADERS = {"format": "json", "strip_outer_array": "true"}
+_DEFAULT_PROPERTIES = {"format": "json", "strip_outer_array": "true", "ignore_json_size": "true"}
+
+
+class Secret:
+    """A string that never shows itself in ``repr``/``str``/logs; call :meth:`reveal`."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """Return the secret (only to build an ``Authorization`` header or connect)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('******')"
+
+    def __str__(self) -> str:
+        return "******"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Executors need the password to talk to StarRocks; pickling keeps it (never printed).
+        return (Secret, (self._value,))
+
+
+@dataclass(frozen=True)
+class StarRocksSinkConfig:
+    """Typed StarRocks sink settings (see ``docs/starrocks-sink.md`` for each option)."""
+
+    load_urls: tuple[str, ...]
+    jdbc_host: str
+    jdbc_port: int
+    database: str
+    tables: tuple[str, ...] | None  # None = every table of ``database`` (``table-name: *``)
+    username: str
+    password: Secret = field(repr=True)
+    label_prefix: str = "cdc"
+    pipeline_name: str = "cdc"
+    multi_table: bool = True
+    load_properties: Mapping[str, str] = field(default_factory=lambda: dict(_DEFAULT_PROPERTIES))
+    table_properties: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    max_bytes_per_load: int = 64 * 1024 * 1024
+    flush_interval_ms: int | None = None
+    connect_timeout_s: float = 10.0
+    socket_timeout_s: float = 300.0
+    max_retries: int = 5
+    retry_backoff_s: float = 0.5
+    retry_max_backoff_s: float = 10.0
+    txn_timeout_s: int = 600
+    prepared_timeout_s: int | None = None
+    commit_check_timeout_s: float = 60.0
+    batch_max_attempts: int = 3
+    progress_table: str = "_cdc_progress"
+    dead_letter_table: str = "_cdc_dead_letter"
+    create_system_tables: bool = True
+    replication_num: int | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
+        """Parse connector-style string options.
+
+        Args:
+            options: Flat ``key -> string`` mapping (YAML section, ``--set`` overrides).
+
+        Raises:
+            common.errors.ConfigError: An option is missing, unknown or invalid; the message
+                names the key and the accepted values.
+        """
+        return _parse(options)
+
+    def properties_for(self, table: str) -> dict[str, str]:
+        """Load headers for ``table``: ``sink.properties.*`` overlaid by per-table ones."""
+        headers = dict(self.load_properties)
+        headers.update(self.table_properties.get(table, {}))
+        return headers
+
+    def system_tables(self) -> tuple[str, str]:
+        """The sink's own tables: (progress table, dead-letter table)."""
+        return (self.progress_table, self.dead_letter_table)
+
+    def allows_table(self, table: str) -> bool:
+        """Whether input rows may target ``table`` (progress table is the sink's own)."""
+        if table == self.progress_table:
+            return False
+        if table == self.dead_letter_table or self.tables is None:
+            return True
+        return table in self.tables
+
+
+_KNOWN = frozenset(
+    {
+        "load-url",
+        "jdbc-url",
+        "database-name",
+        "table-name",
+        "username",
+        "password",
+        "sink.label-prefix",
+        "sink.pipeline-name",
+        "sink.transaction.multi-table.enabled",
+        "sink.buffer-flush.max-bytes",
+        "sink.buffer-flush.interval-ms",
+        "sink.connect.timeout-ms",
+        "sink.socket.timeout-ms",
+        "sink.max-retries",
+        "sink.retry.backoff-ms",
+        "sink.retry.max-backoff-ms",
+        "sink.transaction.timeout-s",
+        "sink.prepared-timeout-s",
+        "sink.commit.check-timeout-ms",
+        "sink.batch.max-attempts",
+        "sink.progress-table",
+        "sink.dead-letter-table",
+        "sink.create-system-tables",
+        "sink.ddl.replication-num",
+    }
+)
+_PROPERTIES_PREFIX = "sink.properties."
+
+
+def _msg(key: str, problem: str) -> str:
+    return f"StarRocks sink option {key!r}: {problem}"
+
+
+def _fail(key: str, problem: str) -> NoReturn:
+    raise ConfigError(_msg(key, problem))
+
+
+def _required(options: Mapping[str, str], key: str) -> str:
+    value = options.get(key)
+    if value is None or not str(value).strip():
+        _fail(key, "is required (see docs/starrocks-sink.md)")
+    return str(value).strip()
+
+
+def _int(options: Mapping[str, str], key: str, default: int, minimum: int) -> int:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError as e:
+        raise ConfigError(_msg(key, f"must be an integer, got {raw!r}")) from e
+    if value < minimum:
+        _fail(key, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    _fail(key, f"must be true or false, got {raw!r}")
+
+
+def _ident(key: str, value: str) -> str:
+    if not _IDENT.match(value) or len(value) > 64:
+        _fail(key, f"{value!r} is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def _load_urls(raw: str) -> tuple[str, ...]:
+    urls = []
+    for part in raw.split(","):
+        host = part.strip()
+        if not host:
+            continue
+        url = host if "://" in host else f"http://{host}"
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or not parsed.port:
+            _fail("load-url", f"{host!r} is not host:port (FE HTTP address)")
+        urls.append(f"{parsed.scheme}://{parsed.hostname}:{parsed.port}")
+    if not urls:
+        _fail("load-url", "lists no FE address")
+    return tuple(urls)
+
+
+def _jdbc(raw: str) -> tuple[str, int]:
+    if not raw.startswith("jdbc:mysql://"):
+        _fail("jdbc-url", f"must look like jdbc:mysql://host:port, got {raw!r}")
+    # One address is enough for validation/DDL; the first one of a list is used.
+    first = raw[len("jdbc:") :].split(",")[0]
+    parsed = urlsplit(first)
+    try:
+        port = parsed.port
+    except ValueError as e:
+        raise ConfigError(_msg("jdbc-url", f"has an invalid port: {raw!r}")) from e
+    if not parsed.hostname or not port:
+        _fail("jdbc-url", f"must look like jdbc:mysql://host:port, got {raw!r}")
+    return parsed.hostname, port
+
+
+def _tables(raw: str, database: str) -> tuple[str, ...] | None:
+    if raw.strip() == "*":
+        return None
+    tables: list[str] = []
+    for part in raw.split(","):
+        name = part.strip()
+        if not name:
+            continue
+        if "." in name:
+            # ``db.table`` is accepted for Flink users, but a multi-table transaction is
+            # database-scoped (protocol spec §2.3): every table must live in database-name.
+            db, _, name = name.partition(".")
+            if db != database:
+                _fail(
+                    "table-name",
+                    f"table {part.strip()!r} is in database {db!r} but database-name is "
+                    f"{database!r}; one sink writes one database (StarRocks transactions "
+                    "are database-scoped): run one pipeline per database",
+                )
+        tables.append(_ident("table-name", name))
+    if not tables:
+        _fail("table-name", "lists no table (use '*' for every table)")
+    return tuple(dict.fromkeys(tables))
+
+
+def _properties(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    common_props = dict(_DEFAULT_PROPERTIES)
+    per_table: dict[str, dict[str, str]] = {}
+    for key, value in options.items():
+        if not key.startswith(_PROPERTIES_PREFIX):
+            continue
+        rest = key[len(_PROPERTIES_PREFIX) :]
+        # Stream Load header names never contain a dot, so ``<table>.<header>`` is unambiguous.
+        table, dot, header = rest.rpartition(".")
+        header = header.strip().lower()
+        if not header:
+            _fail(key, "names no load header")
+        if header in _RESERVED_HEADERS:
+            _fail(key, f"header {header!r} is set by the sink itself and cannot be changed")
+        fixed = _FIXED_HEADERS.get(header)
+        if fixed is not None and str(value).strip().lower() != fixed:
+            _fail(key, f"the sink sends JSON arrays, so {header!r} must be {fixed!r}")
+        if dot:
+            per_table.setdefault(_ident(key, table), {})[header] = str(value)
+        else:
+            common_props[header] = str(value)
+    return common_props, per_table
+
+
+def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
+    for key in options:
+        if key not in _KNOWN and not key.startswith(_PROPERTIES_PREFIX):
+            _fail(key, "is not a StarRocks sink option (see docs/starrocks-sink.md)")
+    database = _ident("database-name", _required(options, "database-name"))
+    jdbc_host, jdbc_port = _jdbc(_required(options, "jdbc-url"))
+    prefix = str(options.get("sink.label-prefix", "cdc")).strip()
+    if not prefix or not LABEL_SAFE.match(prefix) or len(prefix) > 32:
+        _fail("sink.label-prefix", f"must be 1-32 chars of [A-Za-z0-9_-], got {prefix!r}")
+    pipeline = str(options.get("sink.pipeline-name", prefix)).strip()
+    if not pipeline or len(pipeline) > 128:
+        _fail("sink.pipeline-name", "must be 1-128 characters")
+    props, per_table = _properties(options)
+    progress = _ident(
+        "sink.progress-table", str(options.get("sink.progress-table", "_cdc_progress"))
+    )
+    dead_letter = _ident(
+        "sink.dead-letter-table", str(options.get("sink.dead-letter-table", "_cdc_dead_letter"))
+    )
+    if progress == dead_letter:
+        _fail("sink.dead-letter-table", "must differ from sink.progress-table")
+    tables = _tables(_required(options, "table-name"), database)
+    if tables is not None and progress in tables:
+        _fail("table-name", f"must not list the sink's progress table {progress!r}")
+    prepared = _int(options, "sink.prepared-timeout-s", 0, 0)
+    flush_ms = _int(options, "sink.buffer-flush.interval-ms", 0, 0)
+    replication = _int(options, "sink.ddl.replication-num", 0, 0)
+    backoff_ms = _int(options, "sink.retry.backoff-ms", 500, 0)
+    max_backoff_ms = _int(options, "sink.retry.max-backoff-ms", 10_000, 0)
+    if max_backoff_ms < backoff_ms:
+        _fail("sink.retry.max-backoff-ms", "must be >= sink.retry.backoff-ms")
+    return StarRocksSinkConfig(
+        load_urls=_load_urls(_required(options, "load-url")),
+        jdbc_host=jdbc_host,
+        jdbc_port=jdbc_port,
+        database=database,
+        tables=tables,
+        username=_required(options, "username"),
+        password=Secret(str(options.get("password", ""))),
+        label_prefix=prefix,
+        pipeline_name=pipeline,
+        multi_table=_bool(options, "sink.transaction.multi-table.enabled", True),
+        load_properties=props,
+        table_properties=per_table,
+        max_bytes_per_load=_int(options, "sink.buffer-flush.max-bytes", 64 * 1024 * 1024, 1024),
+        flush_interval_ms=flush_ms or None,
+        connect_timeout_s=_int(options, "sink.connect.timeout-ms", 10_000, 1) / 1000.0,
+        socket_timeout_s=_int(options, "sink.socket.timeout-ms", 300_000, 1) / 1000.0,
+        max_retries=_int(options, "sink.max-retries", 5, 0),
+        retry_backoff_s=backoff_ms / 1000.0,
+        retry_max_backoff_s=max_backoff_ms / 1000.0,
+        txn_timeout_s=_int(options, "sink.transaction.timeout-s", 600, 1),
+        prepared_timeout_s=prepared or None,
+        commit_check_timeout_s=_int(options, "sink.commit.check-timeout-ms", 60_000, 0) / 1000.0,
+        batch_max_attempts=_int(options, "sink.batch.max-attempts", 3, 1),
+        progress_table=progress,
+        dead_letter_table=dead_letter,
+        create_system_tables=_bool(options, "sink.create-system-tables", True),
+        replication_num=replication or None,
+    )

@@ -1,0 +1,247 @@
+"""Executor side: stream one Spark partition's rows into the open transaction(s).
+
+The driver repartitions the batch by ``table`` (so one table never spans two tasks: at most
+one in-flight load per table, rows in order) and sorts each partition by
+``(table, partition, txn_seq, row_seq)``; Spark then calls a :class:`PartitionLoader`
+through ``mapInArrow`` on the executors, where the data is. The driver never collects rows:
+each task returns one small report row per table (rows, bytes, requests, error).
+
+A loader never raises for StarRocks or data problems: it stops at the first error and
+reports it, so the driver gets a structured outcome (transient or terminal) instead of a
+Python traceback wrapped in a Spark exception, and decides about rollback and retry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from common.errors import Transient
+from sinks.starrocks.config import StarRocksSinkConfig
+from sinks.starrocks.errors import InvalidRequestError, StarRocksError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+logger = logging.getLogger(__name__)
+
+#: Spark DDL schema of the per-table report rows a loader task returns.
+REPORT_SCHEMA = (
+    "table string, rows bigint, bytes bigint, requests int, error_kind string, error string"
+)
+#: Columns the loader reads, in this order.
+LOADER_COLUMNS = ("table", "op", "row", "topic", "partition", "txn_id")
+
+OP_CODES = {"UPSERT": 0, "DELETE": 1}
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Everything an executor needs for one batch (picklable: no sessions, no Spark)."""
+
+    config: StarRocksSinkConfig
+    labels: Mapping[str, str]  # table -> label (multi-table mode: the same label everywhere)
+    multi: bool
+    batch_id: int
+
+
+@dataclass
+class TableReport:
+    """What one task did for one table."""
+
+    table: str
+    rows: int = 0
+    bytes: int = 0
+    requests: int = 0
+    error_kind: str = ""  # "" | "transient" | "terminal"
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Row for :data:`REPORT_SCHEMA`."""
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "requests": self.requests,
+            "error_kind": self.error_kind,
+            "error": self.error,
+        }
+
+
+def encode_row(op: str | None, row: str | None, where: str) -> bytes:
+    """One JSON object with ``__op`` (0 upsert, 1 delete) for a Primary Key table (spec §5).
+
+    Raises:
+        InvalidRequestError: ``row`` is not a JSON object or ``op`` is unknown; ``where``
+            names table, topic/partition and txn for the message.
+    """
+    code = OP_CODES.get((op or "UPSERT").upper())
+    if code is None:
+        msg = f"row {where} has op={op!r}; expected UPSERT or DELETE"
+        raise InvalidRequestError(msg)
+    try:
+        image = json.loads(row) if row is not None else None
+    except ValueError as e:
+        msg = f"row {where} is not valid JSON ({e}); fix the producer or reject it upstream"
+        raise InvalidRequestError(msg) from e
+    if not isinstance(image, dict):
+        msg = f"row {where} must be a JSON object, got {type(image).__name__}"
+        raise InvalidRequestError(msg)
+    image["__op"] = code
+    return json.dumps(image, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@dataclass
+class _Chunk:
+    parts: list[bytes] = field(default_factory=list)
+    size: int = 2  # "[" and "]"
+
+    def body(self) -> bytes:
+        return b"[" + b",".join(self.parts) + b"]"
+
+
+class PartitionLoader:
+    """Picklable ``mapInArrow`` function: loads its partition, yields a report batch.
+
+    Called by Spark on an executor, once per task. It opens its own HTTP client, sends one
+    chunk at a time per table (never two in flight for a table), and returns one report
+    row per table it saw.
+    """
+
+    def __init__(self, plan: LoadPlan) -> None:
+        self.plan = plan
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Spark entry point (executor)."""
+        import pyarrow as pa
+
+        attempt = _task_attempt()
+        if attempt > 0:
+            # Spark re-ran this task (task retry or speculation): chunks of the first run may
+            # already be inside the transaction, so re-sending would duplicate rows. Report it;
+            # the driver rolls the label back and retries the batch under a new attempt.
+            report = TableReport(
+                table="",
+                error_kind="transient",
+                error=f"Spark re-ran a load task (task attempt {attempt}) of batch "
+                f"{self.plan.batch_id}; the batch is retried under a new label",
+            )
+            reports = [report]
+        else:
+            reports = self.load(_rows(batches))
+        yield pa.RecordBatch.from_pylist(
+            [r.as_dict() for r in reports], schema=_report_arrow_schema()
+        )
+
+    def load(self, rows: Iterable[tuple[Any, ...]]) -> list[TableReport]:
+        """Load ``(table, op, row, topic, partition, txn_id)`` tuples, sorted by table."""
+        from sinks.starrocks.client import StarRocksClient
+
+        plan = self.plan
+        reports: dict[str, TableReport] = {}
+        client: StarRocksClient | None = None
+        current: str | None = None
+        chunk = _Chunk()
+        try:
+            for table, op, row, topic, partition, txn_id in rows:
+                if table != current:
+                    if current is not None and chunk.parts:
+                        client = client or StarRocksClient(plan.config)
+                        self._send(client, current, chunk, reports[current])
+                        chunk = _Chunk()
+                    current = table
+                    reports.setdefault(table, TableReport(table=table))
+                where = f"table={table} topic={topic} partition={partition} txn_id={txn_id}"
+                part = encode_row(op, row, where)
+                if chunk.parts and chunk.size + len(part) + 1 > plan.config.max_bytes_per_load:
+                    client = client or StarRocksClient(plan.config)
+                    self._send(client, table, chunk, reports[table])
+                    chunk = _Chunk()
+                chunk.parts.append(part)
+                chunk.size += len(part) + 1
+                reports[table].rows += 1
+            if current is not None and chunk.parts:
+                client = client or StarRocksClient(plan.config)
+                self._send(client, current, chunk, reports[current])
+        except StarRocksError as e:
+            report = reports.setdefault(current or "", TableReport(table=current or ""))
+            report.error_kind = "transient" if isinstance(e, Transient) else "terminal"
+            report.error = f"{type(e).__name__}: {e}"
+            logger.warning(
+                "starrocks load failed batch_id=%s table=%s kind=%s error=%s",
+                plan.batch_id,
+                current,
+                report.error_kind,
+                e,
+            )
+        finally:
+            if client is not None:
+                client.close()
+        return list(reports.values())
+
+    def _send(self, client: Any, table: str, chunk: _Chunk, report: TableReport) -> None:
+        plan = self.plan
+        body = chunk.body()
+        client.load(
+            plan.labels[table],
+            table,
+            body,
+            multi=plan.multi,
+            properties=plan.config.properties_for(table),
+        )
+        report.bytes += len(body)
+        report.requests += 1
+
+
+def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    for batch in batches:
+        columns = [batch.column(name).to_pylist() for name in LOADER_COLUMNS]
+        yield from zip(*columns, strict=True)
+
+
+def _report_arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("table", pa.string()),
+            ("rows", pa.int64()),
+            ("bytes", pa.int64()),
+            ("requests", pa.int32()),
+            ("error_kind", pa.string()),
+            ("error", pa.string()),
+        ]
+    )
+
+
+def _task_attempt() -> int:
+    """Spark task attempt number (0 outside Spark)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return int(ctx.attemptNumber()) if ctx is not None else 0
+
+
+def parse_reports(rows: Iterable[Mapping[str, Any]]) -> list[TableReport]:
+    """Driver side: report rows collected from the loading job."""
+    return [
+        TableReport(
+            table=str(r["table"] or ""),
+            rows=int(r["rows"] or 0),
+            bytes=int(r["bytes"] or 0),
+            requests=int(r["requests"] or 0),
+            error_kind=str(r["error_kind"] or ""),
+            error=str(r["error"] or ""),
+        )
+        for r in rows
+    ]
+
+
+def progress_body(rows: list[dict[str, Any]]) -> bytes:
+    """JSON array body for the progress table (upserts, ``__op`` 0)."""
+    return json.dumps(
+        [{**r, "__op": 0} for r in rows], ensure_ascii=False, separators=(",", ":")
+    ).encode("utf-8")

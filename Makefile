@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The whole suite, then the bounded chaos schedule (every fault kind, a few minutes).
 test: setup
 	$(PY) -m pytest tests
+	$(MAKE) --no-print-directory chaos
 
 test-unit: setup
 	$(PY) -m pytest tests/unit
@@ -31,6 +33,15 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+chaos: setup
+	$(PY) -m devstack.chaos --schedule named --runs 2 --workdir var/chaos --json var/chaos/results.json
+
+RUNS ?= 30
+SEED ?= 1
+soak: setup
+	$(PY) -m devstack.chaos --schedule random --runs $(RUNS) --seed $(SEED) --faults-per-run 2 \
+		--orders 80 --workdir var/soak --json var/soak/results.json
 
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)

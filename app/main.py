@@ -8,15 +8,20 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project's packages importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.config import AppConfig, load_config
+from app.config import AppConfig, CrashPoint, load_config
 from common.errors import CdcError, ConfigError
+
+if TYPE_CHECKING:
+    from app.pipeline import ProgressReporter
 
 log = logging.getLogger("app")
 
@@ -64,9 +69,13 @@ def run(config: AppConfig) -> int:
 
     spark = build_session(config)
     spark.sparkContext.setLogLevel("WARN")
-    sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
-    sink.open()
     reporter = ProgressReporter(enabled=config.pipeline.progress == "line")
+    sink = StarRocksSink(
+        config.starrocks,
+        query_id_provider=lambda: query_id_of(spark),
+        fault_hook=crash_hook(config.crash_at, reporter) if config.crash_at else None,
+    )
+    sink.open()
     query = start_query(spark, config, sink, reporter)
     log.info(
         "query started name=%s id=%s checkpoint=%s",
@@ -108,6 +117,21 @@ def run(config: AppConfig) -> int:
         log.error("query failed: %s", error)
         return 1
     return 0
+
+
+def crash_hook(crash: CrashPoint, reporter: ProgressReporter) -> Callable[[str], None]:
+    """TEST ONLY (``testing.crash-at``): kill -9 the whole driver at a sink protocol point."""
+
+    def hook(point: str) -> None:
+        batch = reporter.current_batch
+        if point == crash.point and batch is not None and batch >= crash.from_batch:
+            log.warning("testing.crash-at: killing the driver point=%s batch_id=%s", point, batch)
+            logging.shutdown()
+            # spark-submit's JVM is our parent: take it down too, with no cleanup anywhere.
+            os.kill(os.getppid(), signal.SIGKILL)
+            os._exit(137)
+
+    return hook
 
 
 def _lookup(tree: object, dotted: str) -> str:

@@ -131,6 +131,7 @@ class BatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
         started = time.monotonic()
+        self._reporter.current_batch = batch_id
         df = batch_df.persist()
         try:
             stats = _count(df, batch_id)
@@ -219,6 +220,8 @@ class ProgressReporter:
         self.rejected_records = 0
         self.started = time.monotonic()
         self.last: BatchStats | None = None
+        # The batch being written now (read by the test-only crash hook).
+        self.current_batch: int | None = None
 
     def record(self, stats: BatchStats) -> None:
         """Account one finished batch and show it."""

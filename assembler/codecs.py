@@ -33,7 +33,7 @@ import avro.io
 import avro.schema
 import requests
 
-from assembler.events import EVENT_SCHEMA_PATH, Event
+from assembler.events import EVENT_SCHEMA_PATH, Event, event_schema_text
 from assembler.exceptions import AssemblerError
 from common.errors import ConfigError, Terminal, Transient
 
@@ -103,7 +103,7 @@ class CodecSettings:
 def _read_schema_text(path: str | None) -> str:
     p = Path(path) if path else EVENT_SCHEMA_PATH
     try:
-        return p.read_text(encoding="utf-8")
+        return event_schema_text(path)
     except OSError as e:
         msg = f"codec: cannot read schema file {p} ({e}); check schema-path"
         raise ConfigError(msg) from e

@@ -11,6 +11,7 @@ import functools
 import json
 from dataclasses import dataclass
 from enum import Enum
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,23 @@ class Event:
     event_count: int | None = None
 
 
+def event_schema_text(path: str | None = None) -> str:
+    """The schema text: ``path``, else :data:`EVENT_SCHEMA_PATH`, else the packaged copy.
+
+    Executors may import this package from a zip (``spark-submit --py-files``), where no
+    file path exists: the packaged copy is then read through ``importlib.resources``.
+    """
+    if path:
+        return Path(path).read_text(encoding="utf-8")
+    if EVENT_SCHEMA_PATH.is_file():
+        return EVENT_SCHEMA_PATH.read_text(encoding="utf-8")
+    return resources.files("assembler.schema").joinpath("events.avsc").read_text("utf-8")
+
+
 @functools.cache
 def load_event_schema(path: str | None = None) -> dict[str, Any]:
     """Return the parsed schema JSON (``path`` defaults to :data:`EVENT_SCHEMA_PATH`)."""
-    text = Path(path or EVENT_SCHEMA_PATH).read_text(encoding="utf-8")
+    text = event_schema_text(path)
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -158,8 +158,12 @@ class TransactionAssembler:
                 msg = "process() needs a state or at least one record to know its partition"
                 raise ValueError(msg)
             state = PartitionState(topic=ordered[0].topic, partition=ordered[0].partition)
+        # No timeout check here: records for the partition are still arriving, and any of
+        # them either continues the open transaction or exposes its abandonment (a BEGIN
+        # while open, another txn id). Only a partition gone quiet times out (expire), so
+        # a pipeline that was down, or behind, never rejects a transaction whose END is
+        # already in Kafka.
         run = _Run(self._settings, state, now_ms)
-        run.check_timeout()
         run.apply_all(ordered, self._decoder)
         return run.finish()
 

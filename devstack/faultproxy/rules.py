@@ -201,7 +201,7 @@ class FaultBook:
         self._injected: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._forwarded: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         # Jitter only needs to be irregular, not unpredictable.
-        self._random = random.Random(seed)  # noqa: S311
+        self._random = random.Random(seed)
 
     def add(self, rule: FaultRule) -> int:
         """Arm ``rule``; returns its id (shown by :meth:`snapshot`)."""

@@ -75,6 +75,7 @@ FAULT_POINTS = (
     "after_prepare",
     "after_first_commit",
     "after_commit",
+    "during_recovery",
 )
 
 
@@ -386,6 +387,7 @@ class StarRocksSink(Sink):
                 logger.warning(
                     "starrocks rolling back crashed attempt label=%s state=%s", label, state
                 )
+                self._fault("during_recovery")
                 if self._rollback(SinkTransaction(label, status=TxnStatus.OPEN)):
                     return attempt, label  # it turned out committed
             elif state == LoadState.UNKNOWN:

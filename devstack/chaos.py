@@ -1,0 +1,487 @@
+"""The exactly-once proof: run the pipeline under a schedule of faults and check the result.
+
+Each run starts a fresh local stack (broker + StarRocks emulator), runs generator, pipeline
+(through ``spark-submit.sh``, as a user runs it) and a watching verifier, injects faults,
+restarts the pipeline after every crash the way a supervisor would, and finally checks:
+
+* nothing lost, nothing extra, every final version right (verifier vs ground truth);
+* no partial transaction ever visible (the verifier's watch, all run long);
+* no micro-batch committed twice (every committed label on the server, per query and batch);
+* exactly the injected bad transactions dead-lettered, by reason.
+
+``python -m devstack.chaos --runs 30 --seed 1`` prints a table per run and a summary, and
+exits 0 only if every run passed. ``make chaos`` runs a bounded named schedule (CI);
+``make soak RUNS=100`` a long random one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.demo.badinput import BadInputKind
+from app.demo.generate import GenerationResult, GeneratorConfig, generate
+from app.demo.verify import Verdict, WatchReport, run, watch
+from app.demo.workload import WorkloadConfig
+from devstack.kafka.admin import create_topic
+from devstack.pipeline_process import PipelineProcess
+from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
+
+TOPIC = "cdc.orders"
+NAME = "chaos"
+
+# Driver crashes (kill -9 from inside, no cleanup) at named points of the sink protocol.
+CRASH_POINTS = ("after_begin", "after_load", "before_commit", "after_commit")
+# Faults the emulator answers with (its fault knobs), and the other kinds.
+SINK_FAULTS = (
+    "sink-5xx",
+    "sink-timeout",
+    "commit-lost",
+    "publish-timeout",
+    "too-many-txns",
+    "txn-in-processing",
+    "fe-restart",
+)
+OTHER_FAULTS = ("kill9", "broker-restart", "crash-during-recovery")
+ALL_FAULTS = tuple(f"crash:{p}" for p in CRASH_POINTS) + SINK_FAULTS + OTHER_FAULTS
+
+# The bounded schedule of `make chaos`: every fault kind at least once, bad input in both.
+NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
+    ("crash:after_load", "commit-lost", "sink-5xx", "broker-restart", "crash:after_commit",
+     "txn-in-processing"),
+    ("crash-during-recovery", "publish-timeout", "too-many-txns", "kill9", "fe-restart",
+     "sink-timeout", "crash:before_commit", "crash:after_begin"),
+)  # fmt: skip
+
+MAX_TXN_ROWS = 20  # the pipeline's assembler.max-txn-rows in chaos runs (>= 2 x max items)
+SOCKET_TIMEOUT_MS = 4000  # the sink's HTTP read timeout in chaos runs; sink-timeout exceeds it
+
+
+@dataclass
+class RunResult:
+    """What one chaos run did and found."""
+
+    run: int
+    seed: int
+    faults: list[str]
+    injected: Counter[str] = field(default_factory=Counter)
+    restarts: int = 0
+    transactions: int = 0
+    rows_expected: int = 0
+    rows_found: int = 0
+    lost: int = 0
+    extra: int = 0
+    wrong_version: int = 0
+    double_committed_batches: int = 0
+    partial_observations: int = 0
+    watch_checks: int = 0
+    dead_letters: dict[str, tuple[int, int]] = field(default_factory=dict)
+    dead_letters_ok: bool = True
+    caught_up: bool = False
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """The run's verdict."""
+        return (
+            self.error is None
+            and self.caught_up
+            and self.lost == 0
+            and self.extra == 0
+            and self.wrong_version == 0
+            and self.double_committed_batches == 0
+            and self.partial_observations == 0
+            and self.watch_checks > 0
+            and self.dead_letters_ok
+        )
+
+
+class Supervisor:
+    """Keeps the pipeline running: restarts it whenever it exits, like a process manager."""
+
+    def __init__(self, stack: LocalStack, workdir: Path, extra: Sequence[str]) -> None:
+        self.stack = stack
+        self.workdir = workdir
+        self.extra = list(extra)
+        self.process: PipelineProcess | None = None
+        self.starts = 0
+        self.pending_crashes: list[str] = []
+
+    def start(self) -> None:
+        """Start (or restart) the pipeline, arming the next pending crash point if any."""
+        overrides = self.stack.pipeline_overrides(TOPIC, self.workdir / "checkpoint", NAME)
+        overrides += self.extra
+        if self.pending_crashes:
+            overrides.append(f"testing.crash-at={self.pending_crashes.pop(0)}")
+        self.process = PipelineProcess(LOCAL_CONFIG, overrides, self.workdir / "pipeline.log")
+        self.process.start()
+        self.starts += 1
+
+    def ensure_running(self) -> bool:
+        """Restart a pipeline that has exited; True if it did."""
+        if self.process is not None and not self.process.running():
+            self.start()
+            return True
+        return False
+
+    def kill(self) -> None:
+        """Kill -9 the driver (and its JVM), then restart."""
+        if self.process is not None:
+            self.process.kill()
+        self.start()
+
+    def stop(self) -> None:
+        """Graceful stop at the end of the run."""
+        if self.process is not None:
+            self.process.stop()
+
+
+def plan_faults(rng: random.Random, count: int) -> list[str]:
+    """A random fault schedule."""
+    return [rng.choice(ALL_FAULTS) for _ in range(count)]
+
+
+def run_once(
+    index: int,
+    seed: int,
+    faults: Sequence[str],
+    workdir: Path,
+    *,
+    orders: int,
+    partitions: int,
+    rate: float,
+    bad_input: bool,
+    log: Callable[[str], None],
+) -> RunResult:
+    """One chaos run on a fresh stack; never raises (errors go into the result)."""
+    result = RunResult(run=index, seed=seed, faults=list(faults))
+    rng = random.Random(seed)
+    started = time.monotonic()
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    stack = LocalStack(workdir / "stack")
+    supervisor: Supervisor | None = None
+    try:
+        stack.start()
+        stack.apply_ddl()
+        create_topic(stack.bootstrap, TOPIC, partitions)
+        extra = [
+            "source.max-offsets-per-trigger=60",  # transactions straddle batches
+            "starrocks.sink.buffer-flush.interval-ms=500",
+            f"starrocks.sink.socket.timeout-ms={SOCKET_TIMEOUT_MS}",
+            "starrocks.sink.commit.check-timeout-ms=20000",
+            f"assembler.max-txn-rows={MAX_TXN_ROWS}",
+            "assembler.txn-timeout=4s",
+        ]
+        supervisor = Supervisor(stack, workdir, extra)
+        # Crash points are armed at (re)starts, in schedule order.
+        for fault in faults:
+            if fault.startswith("crash:"):
+                supervisor.pending_crashes.append(f"{fault.split(':', 1)[1]}@{rng.randint(1, 3)}")
+            elif fault == "crash-during-recovery":
+                # A crash that leaves a PREPARE transaction, then one while rolling it back.
+                supervisor.pending_crashes += ["after_load@1", "during_recovery"]
+        supervisor.start()
+        assert supervisor.process is not None
+        if not supervisor.process.wait_for_line("query started", 240):
+            result.error = "pipeline did not start"
+            return result
+
+        watch_box: list[WatchReport] = []
+        stop_watch = threading.Event()
+        watch_conn = stack.connect()
+        watcher = threading.Thread(
+            target=lambda: watch_box.append(
+                watch(watch_conn, 24 * 3600, interval_s=0.1, stop_event=stop_watch)
+            ),
+            daemon=True,
+        )
+        watcher.start()
+
+        bad = {k: 1 for k in BadInputKind} if bad_input else {}
+        gen_box: list[GenerationResult] = []
+        gen_error: list[BaseException] = []
+        gen_config = GeneratorConfig(
+            bootstrap=stack.bootstrap,
+            topic=TOPIC,
+            workload=WorkloadConfig(orders=orders, partitions=partitions, seed=seed),
+            rate=rate,
+            bad_inputs=bad,
+            max_txn_rows=MAX_TXN_ROWS if bad_input else None,
+            progress_interval_s=3600,
+        )
+
+        def produce() -> None:
+            try:
+                gen_box.append(generate(gen_config))
+            except BaseException as e:
+                gen_error.append(e)
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+
+        # Faults start once the pipeline is processing (its first batch), spread over the
+        # production window. A broker restart comes when production is over: the local broker
+        # (noida-db) does not persist idempotent-producer state across restarts, which real
+        # Kafka does; the pipeline's consumer side is what this fault is about.
+        supervisor.process.wait_for_line("batch ", 240)
+        window = max(5.0, orders * 1.7 / rate)
+        timed = sorted(
+            (rng.uniform(1.0, window), f)
+            for f in faults
+            if not f.startswith("crash") and f not in ("broker-restart",)
+        )
+        after_production = [f for f in faults if f == "broker-restart"]
+        result.injected.update(f for f in faults if f.startswith("crash"))
+        t0 = time.monotonic()
+        deadline = t0 + 600
+        conn = stack.connect()
+        ends: dict[int, int] | None = None
+        while time.monotonic() < deadline:
+            if supervisor.ensure_running():
+                result.restarts += 1
+                log(f"    restart #{result.restarts} (pipeline exited)")
+            while timed and time.monotonic() - t0 >= timed[0][0]:
+                _, fault = timed.pop(0)
+                log(f"    inject {fault} at {time.monotonic() - t0:.1f}s")
+                if _inject(fault, stack, supervisor):
+                    result.restarts += 1
+                result.injected[fault] += 1
+            if gen_error:
+                raise gen_error[0]
+            if not producer.is_alive() and after_production:
+                fault = after_production.pop(0)
+                log(f"    inject {fault} at {time.monotonic() - t0:.1f}s (production over)")
+                _inject(fault, stack, supervisor)
+                result.injected[fault] += 1
+            if not producer.is_alive() and not timed:
+                if ends is None:
+                    ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
+                if _caught_up(conn, ends):
+                    result.caught_up = True
+                    break
+            time.sleep(0.3)
+        supervisor.stop()
+        stop_watch.set()
+        watcher.join(30)
+        if not gen_box:
+            result.error = "generator did not finish"
+            return result
+        generated = gen_box[0]
+        verdict = run(stack.connect(), truth=generated.truth)
+        _score(result, generated, verdict, watch_box[0] if watch_box else None)
+        result.double_committed_batches = _double_commits(stack)
+        if not result.passed:
+            (workdir / "verdict.txt").write_text(verdict.render())
+    except Exception as e:
+        result.error = f"{type(e).__name__}: {e}"
+    finally:
+        if supervisor is not None and supervisor.process is not None:
+            supervisor.process.kill()
+        stack.stop()
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
+    """Throw one fault; True when it restarted the pipeline itself."""
+    assert stack.emulator is not None
+    control = stack.emulator.control
+    if fault == "kill9":
+        supervisor.kill()
+        return True
+    if fault == "broker-restart":
+        assert stack.broker is not None
+        stack.broker = stack.broker.restart()
+    elif fault == "sink-5xx":
+        control.fail_next(
+            "commit", 1, status="INTERNAL_ERROR", message="injected 500", http_status=500
+        )
+        control.fail_next("load", 1, status="INTERNAL_ERROR", message="injected", http_status=503)
+    elif fault == "sink-timeout":
+        control.delay("commit", SOCKET_TIMEOUT_MS / 1000 + 2, 1)
+    elif fault == "commit-lost":
+        control.drop_commit_response(1)
+    elif fault == "publish-timeout":
+        control.publish_timeout(1)
+    elif fault == "too-many-txns":
+        control.too_many_txns(1)
+    elif fault == "txn-in-processing":
+        control.fail_next(
+            "load", 2, status="TXN_IN_PROCESSING", message="Transaction in processing"
+        )
+    elif fault == "fe-restart":
+        control.restart()
+    else:
+        msg = f"unknown fault {fault!r}; known: {', '.join(ALL_FAULTS)}"
+        raise ValueError(msg)
+    return False
+
+
+def _caught_up(conn: Any, ends: dict[int, int]) -> bool:
+    try:
+        got = committed_offsets(conn, NAME, TOPIC)
+    except Exception:
+        return False
+    return all(got.get(p, -1) >= o - 1 for p, o in ends.items() if o > 0)
+
+
+def _score(
+    result: RunResult, generated: GenerationResult, verdict: Verdict, watched: WatchReport | None
+) -> None:
+    result.transactions = generated.transactions
+    if verdict.comparison is not None:
+        for t in verdict.comparison.tables:
+            result.rows_expected += t.expected
+            result.rows_found += t.actual
+            result.lost += t.missing
+            result.extra += t.extra
+            result.wrong_version += t.wrong_version + t.wrong_value
+    if not verdict.final.ok:
+        result.partial_observations += 1
+    if watched is not None:
+        result.watch_checks = watched.checks
+        result.partial_observations += watched.checks_with_violations
+    if verdict.dead_letters is not None:
+        result.dead_letters = {
+            k.kind: (k.actual_txns, k.expected_txns)
+            for k in verdict.dead_letters.kinds
+            if k.actual_txns or k.expected_txns
+        }
+        result.dead_letters_ok = verdict.dead_letters.ok
+
+
+_LABEL = re.compile(r"^(?P<prefix>.+)-(?P<qid>[0-9a-f-]{36})-(?P<batch>\d+)-(?P<attempt>\d+)$")
+
+
+def _double_commits(stack: LocalStack) -> int:
+    """Batches with more than one committed label on the server (must be zero)."""
+    assert stack.emulator is not None
+    per_batch: Counter[tuple[str, str]] = Counter()
+    for label, state in stack.emulator.control.labels().items():
+        m = _LABEL.match(label)
+        if m and state in ("COMMITTED", "VISIBLE"):
+            per_batch[(m["qid"], m["batch"])] += 1
+    return sum(1 for n in per_batch.values() if n > 1)
+
+
+def render(results: Sequence[RunResult]) -> str:
+    """The per-run table and the summary."""
+    head = (
+        f"{'run':>3} {'verdict':<7} {'faults':<58} {'restarts':>8} {'txns':>5} "
+        f"{'rows exp/found':>15} {'lost':>4} {'dup':>4} {'partial':>7} {'dlq txns':>8} {'s':>5}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        dlq = sum(a for a, _ in r.dead_letters.values())
+        lines.append(
+            f"{r.run:>3} {'PASS' if r.passed else 'FAIL':<7} {','.join(r.faults)[:58]:<58} "
+            f"{r.restarts:>8} {r.transactions:>5} {f'{r.rows_expected}/{r.rows_found}':>15} "
+            f"{r.lost:>4} {r.extra + r.wrong_version + r.double_committed_batches:>4} "
+            f"{r.partial_observations:>7} {dlq:>8} {r.seconds:>5.0f}"
+        )
+        if r.error:
+            lines.append(f"    error: {r.error}")
+    injected: Counter[str] = Counter()
+    dead: Counter[str] = Counter()
+    for r in results:
+        injected.update(r.injected)
+        for kind, (actual, _expected) in r.dead_letters.items():
+            dead[kind] += actual
+    lines += ["", "faults injected by kind:"]
+    lines += [f"  {k:<24} {n:>4}" for k, n in sorted(injected.items())]
+    if dead:
+        lines += ["", "dead-lettered transactions by reason:"]
+        lines += [f"  {k:<24} {n:>4}" for k, n in sorted(dead.items())]
+    passed = sum(r.passed for r in results)
+    lines += [
+        "",
+        f"runs {len(results)}  passed {passed}  failed {len(results) - passed}  "
+        f"restarts {sum(r.restarts for r in results)}  "
+        f"transactions {sum(r.transactions for r in results)}  "
+        f"rows expected {sum(r.rows_expected for r in results)}  "
+        f"found {sum(r.rows_found for r in results)}  lost {sum(r.lost for r in results)}  "
+        f"duplicated {sum(r.extra + r.wrong_version + r.double_committed_batches for r in results)}"
+        f"  partial-visibility observations {sum(r.partial_observations for r in results)}",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(prog="python -m devstack.chaos", description=__doc__)
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--schedule",
+        choices=("named", "random"),
+        default="random",
+        help="named: the fixed bounded schedule covering every fault kind (make chaos)",
+    )
+    p.add_argument("--faults-per-run", type=int, default=3)
+    p.add_argument("--orders", type=int, default=150)
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--rate", type=float, default=25.0, help="transactions per second")
+    p.add_argument("--no-bad-input", action="store_true")
+    p.add_argument("--workdir", type=Path, default=Path("var/chaos"))
+    p.add_argument("--json", type=Path, help="write the results as JSON here")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the schedule; exit 0 only if every run passed."""
+    args = parse_args(argv)
+    rng = random.Random(args.seed)
+    schedule = (
+        list(NAMED_SCHEDULE)[: args.runs] if args.schedule == "named" else
+        [tuple(plan_faults(rng, args.faults_per_run)) for _ in range(args.runs)]
+    )  # fmt: skip
+    results: list[RunResult] = []
+    for i, faults in enumerate(schedule, start=1):
+        seed = args.seed * 1000 + i
+        print(f"run {i}/{len(schedule)} seed={seed} faults={','.join(faults)}", flush=True)
+        result = run_once(
+            i,
+            seed,
+            faults,
+            args.workdir / f"run-{i:03d}",
+            orders=args.orders,
+            partitions=args.partitions,
+            rate=args.rate,
+            bad_input=not args.no_bad_input,
+            log=lambda s: print(s, flush=True),
+        )
+        results.append(result)
+        print(
+            f"  -> {'PASS' if result.passed else 'FAIL'} in {result.seconds:.0f}s "
+            f"restarts={result.restarts} lost={result.lost} extra={result.extra} "
+            f"wrong={result.wrong_version} double={result.double_committed_batches} "
+            f"partial={result.partial_observations} error={result.error}",
+            flush=True,
+        )
+    print()
+    print(render(results))
+    if args.json:
+        args.json.write_text(
+            json.dumps([dict(r.__dict__, passed=r.passed) for r in results], default=str, indent=1)
+        )
+    passed = sum(r.passed for r in results)
+    # The plain closing line CI tools read as the run's test count.
+    print(f"chaos: {passed} passed, {len(results) - passed} failed")
+    return 0 if results and passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

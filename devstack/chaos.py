@@ -474,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(render(results))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
             json.dumps([dict(r.__dict__, passed=r.passed) for r in results], default=str, indent=1)
         )

@@ -1,0 +1,133 @@
+"""Process-tree CPU and RSS from /proc (Linux), and a background peak-RSS sampler."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    children = _children_map()
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User+system CPU of the live tree (exited children's CPU is counted via cutime)."""
+    total = 0.0
+    for pid in descendants(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / _TICK
+    return total
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+    except OSError:
+        return 0
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def classify(pid: int) -> str:
+    """``jvm`` | ``python-driver`` | ``python-worker`` | ``other``."""
+    cmd = cmdline(pid)
+    if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
+        return "jvm"
+    if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd or "pyspark.worker" in cmd:
+        return "python-worker"
+    if "app/main.py" in cmd:
+        return "python-driver"
+    return "other"
+
+
+@dataclass
+class RssSampler(threading.Thread):
+    """Peak RSS of a process tree, by role, sampled every ``interval_s``.
+
+    ``roots``: tree roots. Processes of role ``exclude`` are skipped (e.g. the benchmark's own
+    broker/emulator children when the root is the harness itself).
+    """
+
+    roots: list[int]
+    interval_s: float = 0.25
+    only_roles: tuple[str, ...] = ("jvm", "python-driver", "python-worker")
+    peak: dict[str, int] = field(default_factory=dict)
+    peak_worker_max: int = 0
+    peak_workers: int = 0
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True, name="bench-rss")
+
+    def sample(self) -> None:
+        by_role: dict[str, int] = {}
+        worker_max = workers = 0
+        for root in self.roots:
+            for pid in descendants(root):
+                role = classify(pid)
+                if role not in self.only_roles:
+                    continue
+                rss = rss_bytes(pid)
+                by_role[role] = by_role.get(role, 0) + rss
+                if role == "python-worker":
+                    worker_max = max(worker_max, rss)
+                    workers += 1
+        for role, value in by_role.items():
+            self.peak[role] = max(self.peak.get(role, 0), value)
+        self.peak_worker_max = max(self.peak_worker_max, worker_max)
+        self.peak_workers = max(self.peak_workers, workers)
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            self.sample()
+            self.stop_event.wait(self.interval_s)
+
+    def stop(self) -> dict[str, float]:
+        self.stop_event.set()
+        self.join(5)
+        out = {f"{k}_mb": v / 1e6 for k, v in self.peak.items()}
+        out["python-worker-max_mb"] = self.peak_worker_max / 1e6
+        out["python-workers"] = float(self.peak_workers)
+        return out

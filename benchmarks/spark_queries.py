@@ -1,0 +1,461 @@
+"""In-process Spark queries of the benchmark: the pipeline and its ceilings, one SparkSession.
+
+Every query here runs in the same warm local[2] session on the same data, so the ratios
+pipeline / ceiling compare like with like:
+
+* ``source_only``: cdc-kafka source -> noop sink;
+* ``bare_stateful``: source -> ``applyInPandasWithState`` with a trivial function -> noop;
+* ``source_assembler``: source -> the real assembler (``app.assembly``) -> noop;
+* ``passthrough``: source -> decode -> plain Stream Load per batch (no assembly, no
+  exactly-once protocol, no shuffle) -> emulator;
+* ``pipeline``: ``app.pipeline.start_query`` with the real StarRocks sink (exactly what
+  ``app/main.py`` runs, minus the process around it);
+* ``assembler_files_*``: a parquet file stream of the same records (no Kafka) into the real
+  assembler or the trivial function (the assembler alone, issue 2).
+
+Rates count committed DATA rows: records/s times the data set's rows-per-record.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from benchmarks.procstat import tree_cpu_seconds
+from benchmarks.workload import DATABASE, TABLE
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.state import GroupState
+
+    from devstack.stack import LocalStack
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def spark_conf() -> dict[str, str]:
+    """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
+    from app.session import BASE_CONF
+
+    conf = dict(BASE_CONF)
+    conf.update(
+        {
+            "spark.sql.shuffle.partitions": "2",  # = pipeline.state-partitions in local.yaml
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.sql.streaming.stopTimeout": "30s",
+            "spark.python.worker.reuse": "true",
+        }
+    )
+    return conf
+
+
+def make_session() -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName("cdc-bench")
+    for key, value in spark_conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@dataclass
+class QueryRun:
+    """One measured streaming query."""
+
+    name: str
+    records: int
+    rows: int
+    wall_s: float
+    batch_s: float
+    batches: int
+    cpu_s: float
+    row_bytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows_per_s(self) -> float:
+        """Committed rows per second of batch time (query start/planning excluded)."""
+        return self.rows / self.batch_s if self.batch_s else 0.0
+
+    @property
+    def wall_rows_per_s(self) -> float:
+        return self.rows / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.row_bytes / 1e6 / self.batch_s if self.batch_s else 0.0
+
+    @property
+    def rows_per_cpu_s(self) -> float:
+        return self.rows / self.cpu_s if self.cpu_s else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "records": self.records,
+            "rows": self.rows,
+            "wall_s": round(self.wall_s, 3),
+            "batch_s": round(self.batch_s, 3),
+            "batches": self.batches,
+            "cpu_s": round(self.cpu_s, 2),
+            "rows_per_s": round(self.rows_per_s, 1),
+            "wall_rows_per_s": round(self.wall_rows_per_s, 1),
+            "mb_per_s": round(self.mb_per_s, 3),
+            "rows_per_cpu_s": round(self.rows_per_cpu_s, 1),
+            **self.extra,
+        }
+
+
+def measure(
+    name: str,
+    start: Callable[[str], StreamingQuery],
+    *,
+    records: int,
+    rows: int,
+    row_bytes: int,
+    check_records: bool = True,
+) -> QueryRun:
+    """Start an availableNow query (``start(checkpoint)``), wait for it, read its progress."""
+    with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as checkpoint:
+        cpu0 = tree_cpu_seconds(os.getpid())
+        t0 = time.perf_counter()
+        query = start(checkpoint)
+        query.awaitTermination()
+        wall = time.perf_counter() - t0
+        cpu = tree_cpu_seconds(os.getpid()) - cpu0
+        error = query.exception()
+        if error is not None:
+            raise RuntimeError(f"{name}: query failed: {error}")
+        progress = query.recentProgress
+    with_data = [p for p in progress if p["numInputRows"] > 0]
+    seen = sum(p["numInputRows"] for p in progress)
+    if check_records and seen != records:
+        raise RuntimeError(f"{name}: read {seen} records, expected {records}")
+    batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in with_data)
+    return QueryRun(
+        name=name,
+        records=seen,
+        rows=rows,
+        wall_s=wall,
+        batch_s=batch_ms / 1000,
+        batches=len(with_data),
+        cpu_s=cpu,
+        row_bytes=row_bytes,
+    )
+
+
+def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": str(max_offsets),
+        "failOnDataLoss": "true",
+    }
+
+
+def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
+    from app.sources import read_kafka_stream
+
+    return read_kafka_stream(spark, source_options(bootstrap, topic, max_offsets))
+
+
+# -- trivial stateful function -----------------------------------------------------------------
+
+TRIVIAL_OUT = "topic string, partition int, n long"
+TRIVIAL_STATE = "n long"
+
+
+def trivial_group(
+    key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """The bare ``applyInPandasWithState`` cost: count the rows, keep a counter as state."""
+    n = 0
+    for chunk in chunks:
+        n += len(chunk)
+    total = (int(state.get[0]) if state.exists else 0) + n
+    state.update((total,))
+    yield pd.DataFrame({"topic": [key[0]], "partition": [int(key[1])], "n": [n]})
+
+
+def trivial_stateful(events: DataFrame) -> DataFrame:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from app.assembly import SOURCE_COLUMNS
+
+    return (
+        events.select(*SOURCE_COLUMNS)
+        .groupBy("topic", "partition")
+        .applyInPandasWithState(
+            trivial_group,
+            outputStructType=TRIVIAL_OUT,
+            stateStructType=TRIVIAL_STATE,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.NoTimeout,
+        )
+    )
+
+
+def real_assembler(events: DataFrame) -> DataFrame:
+    from app.assembly import assemble_transactions
+    from assembler.settings import AssemblerSettings
+
+    return assemble_transactions(events, AssemblerSettings())
+
+
+def to_noop(df: DataFrame, name: str) -> Callable[[str], StreamingQuery]:
+    def start(checkpoint: str) -> StreamingQuery:
+        return (
+            df.writeStream.format("noop")
+            .queryName(name)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    return start
+
+
+# -- pass-through: decode + plain stream load, no assembly, no exactly-once ----------------------
+
+PLAIN_REPORT = "rows long, bytes long, requests int"
+
+
+class DecodeAndLoad:
+    """``mapInArrow`` function: decode each record, keep DATA rows, stream-load them plainly.
+
+    One ``PUT /api/{db}/{table}/_stream_load`` (single-request transaction) per chunk of at
+    most ``max_bytes``: what a naive at-least-once sink does. Row encoding is the product
+    sink's (``sinks.starrocks.loader.encode_row``), so only the protocol and assembly differ.
+    """
+
+    def __init__(self, fe_url: str, user: str, password: str, max_bytes: int) -> None:
+        self.fe_url, self.user, self.password, self.max_bytes = fe_url, user, password, max_bytes
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import requests
+
+        from assembler.codecs import CodecSettings, make_decoder
+        from sinks.starrocks.loader import encode_row
+
+        decoder = make_decoder(CodecSettings(encoding="json"))
+        session = requests.Session()
+        parts: list[bytes] = []
+        size = 2
+        rows = nbytes = requests_n = 0
+
+        def flush() -> None:
+            nonlocal parts, size, nbytes, requests_n
+            if not parts:
+                return
+            body = b"[" + b",".join(parts) + b"]"
+            url = f"{self.fe_url}/api/{DATABASE}/{TABLE}/_stream_load"
+            headers = {
+                "label": f"plain-{uuid.uuid4().hex}",
+                "format": "json",
+                "strip_outer_array": "true",
+                "Expect": "100-continue",
+            }
+            auth = (self.user, self.password)
+            r = session.put(url, data=body, headers=headers, auth=auth, allow_redirects=False)
+            if r.status_code == 307:
+                r = session.put(
+                    r.headers["Location"], data=body, headers=headers, auth=auth, timeout=300
+                )
+            out = r.json()
+            if out.get("Status") not in ("Success", "OK"):
+                raise RuntimeError(f"plain stream load failed: {out}")
+            nbytes += len(body)
+            requests_n += 1
+            parts, size = [], 2
+
+        for batch in batches:
+            for value in batch.column("value").to_pylist():
+                if value is None:
+                    continue
+                event = decoder.decode(value)
+                if event.type != "DATA":
+                    continue
+                part = encode_row(event.op, event.row, "bench")
+                if size + len(part) + 1 > self.max_bytes:
+                    flush()
+                parts.append(part)
+                size += len(part) + 1
+                rows += 1
+        flush()
+        yield pa.RecordBatch.from_pydict(
+            {"rows": [rows], "bytes": [nbytes], "requests": [requests_n]},
+            schema=pa.schema([("rows", pa.int64()), ("bytes", pa.int64()), ("requests", pa.int32())]),
+        )
+
+
+def passthrough(
+    spark: SparkSession, stack: LocalStack, topic: str, max_offsets: int, name: str
+) -> Callable[[str], StreamingQuery]:
+    assert stack.emulator is not None
+    emu = stack.emulator
+    loader = DecodeAndLoad(emu.fe_url, emu.user, emu.password, 64 * 1024 * 1024)
+
+    def write(batch_df: DataFrame, _batch_id: int) -> None:
+        batch_df.select("value").mapInArrow(loader, PLAIN_REPORT).collect()
+
+    def start(checkpoint: str) -> StreamingQuery:
+        return (
+            kafka_stream(spark, stack.bootstrap, topic, max_offsets)
+            .writeStream.queryName(name)
+            .foreachBatch(write)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    return start
+
+
+# -- the real pipeline, in process -------------------------------------------------------------
+
+
+def pipeline_config(
+    stack: LocalStack, topic: str, checkpoint: str, name: str, extra: list[str]
+) -> Any:
+    from app.config import load_config
+    from devstack.stack import LOCAL_CONFIG
+
+    overrides = stack.pipeline_overrides(topic, Path(checkpoint), name) + [
+        f"starrocks.database-name={DATABASE}",
+        f"starrocks.table-name={TABLE}",
+        "pipeline.progress=quiet",
+        *extra,
+    ]
+    return load_config(str(LOCAL_CONFIG), overrides, {})
+
+
+def pipeline(
+    spark: SparkSession,
+    stack: LocalStack,
+    topic: str,
+    max_offsets: int,
+    name: str,
+    extra: list[str] | None = None,
+) -> Callable[[str], StreamingQuery]:
+    """``app.pipeline.start_query`` as ``app/main.py`` wires it (available-now)."""
+    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from sinks.starrocks.sink import StarRocksSink
+
+    def start(checkpoint: str) -> StreamingQuery:
+        config = pipeline_config(
+            stack,
+            topic,
+            checkpoint,
+            name,
+            [
+                "pipeline.available-now=true",
+                f"source.max-offsets-per-trigger={max_offsets}",
+                *(extra or []),
+            ],
+        )
+        sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
+        sink.open()
+        return start_query(spark, config, sink, ProgressReporter(enabled=False))
+
+    return start
+
+
+def start_pipeline_streaming(
+    spark: SparkSession,
+    stack: LocalStack,
+    topic: str,
+    checkpoint: str,
+    name: str,
+    trigger_ms: int,
+    max_offsets: int,
+) -> StreamingQuery:
+    """The pipeline with a processing-time trigger (for the latency runs)."""
+    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from sinks.starrocks.sink import StarRocksSink
+
+    config = pipeline_config(
+        stack,
+        topic,
+        checkpoint,
+        name,
+        [
+            f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}",
+            f"source.max-offsets-per-trigger={max_offsets}",
+        ],
+    )
+    sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
+    sink.open()
+    return start_query(spark, config, sink, ProgressReporter(enabled=False))
+
+
+# -- the assembler alone over a parquet file stream (no Kafka) ---------------------------------
+
+
+def write_parquet_feed(
+    folder: Path, topic: str, values_per_partition: dict[int, list[bytes]], per_file: int
+) -> int:
+    """Files of at most ``per_file`` records, offsets in order per partition; returns files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from app.sources.schema import ARROW_SCHEMA
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cursors = dict.fromkeys(values_per_partition, 0)
+    total = sum(len(v) for v in values_per_partition.values())
+    files = 0
+    ts = int(time.time() * 1_000_000)
+    while sum(cursors.values()) < total:
+        cols: dict[str, list[Any]] = {
+            k: [] for k in ("key", "value", "topic", "partition", "offset", "timestamp", "tt")
+        }
+        share = max(1, per_file // len(values_per_partition))
+        for p, values in values_per_partition.items():
+            start = cursors[p]
+            for off in range(start, min(len(values), start + share)):
+                cols["key"].append(None)
+                cols["value"].append(values[off])
+                cols["topic"].append(topic)
+                cols["partition"].append(p)
+                cols["offset"].append(off)
+                cols["timestamp"].append(ts)
+                cols["tt"].append(0)
+            cursors[p] = min(len(values), start + share)
+        table = pa.Table.from_arrays(
+            [
+                pa.array(cols["key"], pa.binary()),
+                pa.array(cols["value"], pa.binary()),
+                pa.array(cols["topic"], pa.string()),
+                pa.array(cols["partition"], pa.int32()),
+                pa.array(cols["offset"], pa.int64()),
+                pa.array(cols["timestamp"], pa.timestamp("us", tz="UTC")),
+                pa.array(cols["tt"], pa.int32()),
+            ],
+            schema=ARROW_SCHEMA,
+        )
+        pq.write_table(table, folder / f"part-{files:05d}.parquet")
+        files += 1
+    return files
+
+
+def parquet_stream(spark: SparkSession, folder: Path) -> DataFrame:
+    from app.sources.schema import SCHEMA
+
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(folder))

@@ -21,7 +21,7 @@ from app.config import AppConfig, CrashPoint, load_config
 from common.errors import CdcError, ConfigError
 
 if TYPE_CHECKING:
-    from app.pipeline import ProgressReporter
+    from app.progress import ProgressReporter
 
 log = logging.getLogger("app")
 
@@ -63,7 +63,8 @@ def configure_logging(level: str) -> None:
 
 def run(config: AppConfig) -> int:
     """Start Spark, validate the sink, run the query until it ends or is stopped."""
-    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from app.pipeline import query_id_of, start_query
+    from app.progress import ProgressReporter
     from app.session import build_session
     from sinks.starrocks.sink import StarRocksSink
 

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +27,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from app.assembly import assemble_transactions
 from app.config import AppConfig, DeadLetterSettings
+from app.progress import BatchStats, ProgressListener, ProgressReporter
 from assembler.output import KIND_REJECT, KIND_ROW
 
 if TYPE_CHECKING:
@@ -46,21 +46,6 @@ class BatchSink(Protocol):
 
     def write_batch(self, batch_df: DataFrame, batch_id: int) -> Any:
         """Make the batch visible exactly once; idempotent per (query id, batch id)."""
-
-
-@dataclass
-class BatchStats:
-    """What one micro-batch did, for the progress line and logs."""
-
-    batch_id: int
-    rows: int = 0
-    transactions: int = 0
-    rejected_records: int = 0
-    rejected_transactions: int = 0
-    label: str | None = None
-    sink_ms: float = 0.0
-    skipped: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def read_events(spark: SparkSession, config: AppConfig) -> DataFrame:
@@ -163,27 +148,29 @@ class BatchWriter:
 
 
 def _count(df: DataFrame, batch_id: int) -> BatchStats:
-    row = df.agg(
-        F.sum(F.when(F.col("kind") == KIND_ROW, 1).otherwise(0)).alias("rows"),
-        F.sum(F.when(F.col("is_txn_end") & (F.col("kind") == KIND_ROW), 1).otherwise(0)).alias(
-            "txns"
-        ),
-        F.sum(F.when(F.col("kind") == KIND_REJECT, 1).otherwise(0)).alias("rejects"),
-        F.countDistinct(
-            F.when(
-                F.col("kind") == KIND_REJECT,
-                F.concat_ws("/", "topic", "partition", "first_offset"),
-            )
-        ).alias("rejected_txns"),
-    ).first()
-    assert row is not None  # a global aggregate always yields one row
-    return BatchStats(
-        batch_id=batch_id,
-        rows=int(row["rows"] or 0),
-        transactions=int(row["txns"] or 0),
-        rejected_records=int(row["rejects"] or 0),
-        rejected_transactions=int(row["rejected_txns"] or 0),
+    """One small aggregate per source partition (at most a few hundred rows to the driver)."""
+    is_row = F.col("kind") == KIND_ROW
+    is_reject = F.col("kind") == KIND_REJECT
+    groups = (
+        df.groupBy("topic", "partition")
+        .agg(
+            F.sum(F.when(is_row, 1).otherwise(0)).alias("rows"),
+            F.sum(F.when(is_row & F.col("is_txn_end"), 1).otherwise(0)).alias("txns"),
+            F.sum(F.when(is_reject, 1).otherwise(0)).alias("rejects"),
+            F.countDistinct(F.when(is_reject, F.col("first_offset"))).alias("rejected_txns"),
+            F.max("last_offset").alias("emitted"),
+        )
+        .collect()
     )
+    stats = BatchStats(batch_id=batch_id)
+    for g in groups:
+        stats.rows += int(g["rows"] or 0)
+        stats.transactions += int(g["txns"] or 0)
+        stats.rejected_records += int(g["rejects"] or 0)
+        stats.rejected_transactions += int(g["rejected_txns"] or 0)
+        if g["emitted"] is not None:
+            stats.emitted[(str(g["topic"]), int(g["partition"]))] = int(g["emitted"])
+    return stats
 
 
 def _write_dead_letter_file(
@@ -209,39 +196,6 @@ def _write_dead_letter_file(
         tmp.unlink()
 
 
-class ProgressReporter:
-    """Prints one human-readable line per batch and keeps totals."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._enabled = enabled
-        self.batches = 0
-        self.rows = 0
-        self.transactions = 0
-        self.rejected_records = 0
-        self.started = time.monotonic()
-        self.last: BatchStats | None = None
-        # The batch being written now (read by the test-only crash hook).
-        self.current_batch: int | None = None
-
-    def record(self, stats: BatchStats) -> None:
-        """Account one finished batch and show it."""
-        self.batches += 1
-        self.rows += stats.rows
-        self.transactions += stats.transactions
-        self.rejected_records += stats.rejected_records
-        self.last = stats
-        if self._enabled:
-            elapsed = max(time.monotonic() - self.started, 1e-9)
-            print(
-                f"batch {stats.batch_id:>6}  rows {stats.rows:>8}  txns {stats.transactions:>6}"
-                f"  rejects {stats.rejected_records:>4}  commit {stats.sink_ms:7.0f} ms"
-                f"  label {stats.label or '-'}"
-                f"{'  (already committed)' if stats.skipped else ''}"
-                f"  | total txns {self.transactions}  rows/s {self.rows / elapsed:,.0f}",
-                flush=True,
-            )
-
-
 def query_id_of(spark: SparkSession) -> str:
     """The persistent query id, read on the foreachBatch thread (see QUERY_ID_PROPERTY)."""
     value = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
@@ -259,6 +213,7 @@ def start_query(
     events: DataFrame | None = None,
 ) -> StreamingQuery:
     """Wire source, assembler and sink and start the streaming query."""
+    spark.streams.addListener(ProgressListener(reporter))
     source = events if events is not None else read_events(spark, config)
     assembled = assemble_transactions(source, config.assembler)
     rows = to_sink_rows(assembled, config)

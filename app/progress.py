@@ -1,0 +1,119 @@
+"""What a person watching the pipeline sees: one line per micro-batch, and totals.
+
+The batch writer (foreachBatch) knows what a batch emitted; Spark's progress event, which
+comes right after, knows what it consumed. The line is printed when both are known, from a
+``StreamingQueryListener``. Per partition at most one source transaction is open, so
+"open transactions" is the number of partitions whose consumed offsets run past the last
+record of the last transaction they emitted (or dead-lettered).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchStats:
+    """What one micro-batch did, for the progress line and logs."""
+
+    batch_id: int
+    rows: int = 0
+    transactions: int = 0
+    rejected_records: int = 0
+    rejected_transactions: int = 0
+    label: str | None = None
+    sink_ms: float = 0.0
+    skipped: bool = False
+    # Highest source offset emitted (a TXN_END or a dead-lettered record) per (topic, partition).
+    emitted: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class ProgressReporter:
+    """Keeps totals and per-partition emitted offsets; prints one line per batch."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._lock = threading.Lock()
+        self._pending: dict[int, BatchStats] = {}
+        self._emitted: dict[tuple[str, int], int] = {}
+        self.batches = 0
+        self.rows = 0
+        self.transactions = 0
+        self.rejected_records = 0
+        self.started = time.monotonic()
+        self.last: BatchStats | None = None
+        self.open_transactions = 0
+        # The batch being written now (read by the test-only crash hook).
+        self.current_batch: int | None = None
+
+    def record(self, stats: BatchStats) -> None:
+        """Account one written batch (driver, foreachBatch; a replay may record it again)."""
+        with self._lock:
+            self.batches += 1
+            self.rows += stats.rows
+            self.transactions += stats.transactions
+            self.rejected_records += stats.rejected_records
+            self.last = stats
+            for key, offset in stats.emitted.items():
+                self._emitted[key] = max(offset, self._emitted.get(key, -1))
+            self._pending[stats.batch_id] = stats
+
+    def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
+        """Spark's progress for ``batch_id``: print the batch's line."""
+        with self._lock:
+            stats = self._pending.pop(batch_id, None)
+            self.open_transactions = sum(
+                1
+                for topic, partitions in end_offsets.items()
+                for partition, end in partitions.items()
+                if int(end) - 1 > self._emitted.get((topic, int(partition)), -1)
+            )
+            open_txns = self.open_transactions
+        if not self._enabled or stats is None:
+            return
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        print(
+            f"batch {stats.batch_id:>6}  in {input_rows:>7}  rows {stats.rows:>7}"
+            f"  txns {stats.transactions:>5}  open {open_txns:>3}"
+            f"  rejects {stats.rejected_records:>4}  commit {stats.sink_ms:6.0f} ms"
+            f"  label {stats.label or '-'}"
+            f"{'  (already committed)' if stats.skipped else ''}"
+            f"  | total txns {self.transactions}  rows/s {self.rows / elapsed:,.0f}",
+            flush=True,
+        )
+
+
+class ProgressListener(StreamingQueryListener):
+    """Forwards Spark's per-batch progress to the reporter (driver, Spark's listener bus)."""
+
+    def __init__(self, reporter: ProgressReporter) -> None:
+        self._reporter = reporter
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's method names
+        """Nothing to show yet."""
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        """One micro-batch finished."""
+        progress = event.progress
+        ends: dict[str, Any] = {}
+        for source in progress.sources:
+            try:
+                ends.update(json.loads(source.endOffset or "{}"))
+            except (TypeError, ValueError):
+                log.debug("progress: unparsable endOffset=%s", source.endOffset)
+        self._reporter.on_progress(progress.batchId, int(progress.numInputRows), ends)
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        """Nothing new to read."""
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        """The app logs the end itself."""

@@ -1,0 +1,102 @@
+"""The foreachBatch writer: dead letters to the sink table or to files, stats, replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.assembly import OUTPUT_DDL
+from app.config import load_config
+from app.pipeline import BatchWriter, to_sink_rows
+from app.progress import ProgressReporter
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def row(kind: str, txn: str, row_seq: int, **extra: Any) -> tuple[Any, ...]:
+    base: dict[str, Any] = {
+        "kind": kind,
+        "topic": "cdc",
+        "partition": 0,
+        "txn_id": txn,
+        "txn_seq": 0 if kind == "ROW" else None,
+        "row_seq": row_seq,
+        "database": "demo" if kind == "ROW" else None,
+        "table": "orders" if kind == "ROW" else None,
+        "op": "UPSERT" if kind == "ROW" else None,
+        "row": '{"order_id": 1}',
+        "is_txn_end": True,
+        "first_offset": 10,
+        "last_offset": 12,
+        "source_ts_ms": 5,
+        "reason": None if kind == "ROW" else "undecodable: not JSON",
+    }
+    base.update(extra)
+    return tuple(base.values())
+
+
+class RecordingSink:
+    """Keeps what it was asked to write, per batch id (as the real sink's labels do)."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[dict[str, Any]]] = {}
+
+    def write_batch(self, batch_df: Any, batch_id: int) -> None:
+        self.batches[batch_id] = [r.asDict() for r in batch_df.collect()]
+
+
+def batch(spark: Any) -> Any:
+    rows = [row("ROW", "good", 0), row("REJECT", "bad", 0), row("REJECT", "bad", 1)]
+    return spark.createDataFrame(rows, OUTPUT_DDL)
+
+
+def test_rejects_travel_to_the_dead_letter_table_in_the_same_batch(spark: Any) -> None:
+    config = load_config(ROOT / "conf" / "local.yaml")
+    sink = RecordingSink()
+    writer = BatchWriter(sink, config, ProgressReporter(enabled=False))
+    writer(to_sink_rows(batch(spark), config), 3)
+    written = sink.batches[3]
+    assert [(r["table"], r["kind"]) for r in written].count(("orders", "ROW")) == 1
+    dead = [r for r in written if r["table"] == "_cdc_dead_letter"]
+    assert len(dead) == 2
+    entry = json.loads(dead[0]["row"])
+    assert entry["reason"].startswith("undecodable")
+    assert (entry["topic"], entry["kafka_partition"], entry["first_offset"]) == ("cdc", 0, 10)
+    assert entry["pipeline"] == "orders-demo"
+    assert {json.loads(d["row"])["row_seq"] for d in dead} == {0, 1}
+    assert all(d["database"] == "demo" and d["op"] == "UPSERT" for d in dead)
+
+
+def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    config = load_config(
+        ROOT / "conf" / "local.yaml",
+        ["dead-letter.destination=file", f"dead-letter.path={tmp_path}"],
+    )
+    sink = RecordingSink()
+    reporter = ProgressReporter(enabled=False)
+    writer = BatchWriter(sink, config, reporter)
+    for _ in range(2):  # the second call is Spark replaying the batch after a crash
+        writer(to_sink_rows(batch(spark), config), 7)
+    files = sorted((tmp_path / "orders-demo").iterdir())
+    assert [f.name for f in files] == ["batch-000000000007.jsonl"]
+    lines = [json.loads(x) for x in files[0].read_text().splitlines()]
+    assert [(e["txn_id"], e["row_seq"], e["batch_id"]) for e in lines] == [
+        ("bad", 0, 7),
+        ("bad", 1, 7),
+    ]
+    assert all(e["reason"] for e in lines)
+    assert [r["kind"] for r in sink.batches[7]] == ["ROW"]  # only good rows reach the sink
+    assert reporter.last is not None
+    assert (reporter.last.rows, reporter.last.transactions, reporter.last.rejected_records) == (
+        1,
+        1,
+        2,
+    )
+    assert reporter.last.rejected_transactions == 1

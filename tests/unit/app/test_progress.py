@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from app.progress import BatchStats, ProgressReporter
+
+pytestmark = pytest.mark.unit
+
+
+def test_open_transactions_are_partitions_consumed_past_their_last_emitted_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    reporter = ProgressReporter(enabled=True)
+    stats = BatchStats(batch_id=4, rows=7, transactions=2, label="cdc-q-4-0")
+    stats.emitted = {("cdc", 0): 9, ("cdc", 1): 3}
+    reporter.record(stats)
+    # Partition 0 consumed up to offset 9 (end 10): closed. Partition 1 consumed to 5: open.
+    # Partition 2 consumed records but emitted nothing yet: open.
+    reporter.on_progress(4, 16, {"cdc": {"0": 10, "1": 6, "2": 2}})
+    line = capsys.readouterr().out
+    assert reporter.open_transactions == 2
+    assert line.startswith("batch      4")
+    assert "open   2" in line
+    assert "in      16" in line
+    assert "label cdc-q-4-0" in line
+    assert (reporter.batches, reporter.rows, reporter.transactions) == (1, 7, 2)
+
+
+def test_a_progress_event_without_a_written_batch_prints_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    reporter = ProgressReporter(enabled=True)
+    reporter.on_progress(0, 0, {})
+    assert capsys.readouterr().out == ""
+    assert reporter.open_transactions == 0

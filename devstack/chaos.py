@@ -164,6 +164,7 @@ def run_once(
     rate: float,
     bad_input: bool,
     log: Callable[[str], None],
+    max_offsets: int = 60,
 ) -> RunResult:
     """One chaos run on a fresh stack; never raises (errors go into the result)."""
     result = RunResult(run=index, seed=seed, faults=list(faults))
@@ -178,7 +179,8 @@ def run_once(
         stack.apply_ddl()
         create_topic(stack.bootstrap, TOPIC, partitions)
         extra = [
-            "source.max-offsets-per-trigger=60",  # transactions straddle batches
+            # Small enough that transactions straddle batches.
+            f"source.max-offsets-per-trigger={max_offsets}",
             "starrocks.sink.buffer-flush.interval-ms=500",
             f"starrocks.sink.socket.timeout-ms={SOCKET_TIMEOUT_MS}",
             "starrocks.sink.commit.check-timeout-ms=20000",
@@ -435,6 +437,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=3)
     p.add_argument("--rate", type=float, default=25.0, help="transactions per second")
     p.add_argument("--no-bad-input", action="store_true")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=60)
     p.add_argument("--workdir", type=Path, default=Path("var/chaos"))
     p.add_argument("--json", type=Path, help="write the results as JSON here")
     return p.parse_args(argv)
@@ -462,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rate=args.rate,
             bad_input=not args.no_bad_input,
             log=lambda s: print(s, flush=True),
+            max_offsets=args.max_offsets_per_trigger,
         )
         results.append(result)
         print(

@@ -79,6 +79,9 @@ def classify(pid: int) -> str:
         return "python-worker"
     if "app/main.py" in cmd:
         return "python-driver"
+    if "python_streaming_source_runner" in cmd:
+        # The cdc-kafka source's driver-side planner (a Python process per streaming source).
+        return "python-source"
     return "other"
 
 
@@ -92,7 +95,7 @@ class RssSampler(threading.Thread):
 
     roots: list[int]
     interval_s: float = 0.25
-    only_roles: tuple[str, ...] = ("jvm", "python-driver", "python-worker")
+    only_roles: tuple[str, ...] = ("jvm", "python-driver", "python-source", "python-worker")
     peak: dict[str, int] = field(default_factory=dict)
     peak_worker_max: int = 0
     peak_workers: int = 0

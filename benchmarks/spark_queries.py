@@ -53,6 +53,7 @@ def spark_conf() -> dict[str, str]:
             "spark.sql.shuffle.partitions": "2",  # = pipeline.state-partitions in local.yaml
             "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
         }
@@ -128,35 +129,59 @@ def measure(
     records: int,
     rows: int,
     row_bytes: int,
-    check_records: bool = True,
+    timeout_s: float = 900,
 ) -> QueryRun:
-    """Start an availableNow query (``start(checkpoint)``), wait for it, read its progress."""
+    """Run a query (``start(checkpoint)``) until it has read ``records`` records, then stop it.
+
+    Queries run with a processing-time trigger of 0 (batches back to back), not availableNow:
+    with ``GroupStateTimeout.ProcessingTimeTimeout`` (the assembler) Spark always plans another
+    (empty) batch, so an availableNow query never ends. Progress is collected by batch id while
+    the query runs (``recentProgress`` keeps only the last 100).
+    """
+    seen: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as checkpoint:
         cpu0 = tree_cpu_seconds(os.getpid())
-        t0 = time.perf_counter()
+        t0 = time.time()
         query = start(checkpoint)
-        query.awaitTermination()
-        wall = time.perf_counter() - t0
-        cpu = tree_cpu_seconds(os.getpid()) - cpu0
-        error = query.exception()
-        if error is not None:
-            raise RuntimeError(f"{name}: query failed: {error}")
-        progress = query.recentProgress
-    with_data = [p for p in progress if p["numInputRows"] > 0]
-    seen = sum(p["numInputRows"] for p in progress)
-    if check_records and seen != records:
-        raise RuntimeError(f"{name}: read {seen} records, expected {records}")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                for p in query.recentProgress:
+                    seen[int(p["batchId"])] = p
+                if sum(p["numInputRows"] for p in seen.values()) >= records:
+                    break
+                if not query.isActive:
+                    error = query.exception()
+                    raise RuntimeError(f"{name}: query ended early: {error}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name}: not done after {timeout_s:.0f} s")
+                time.sleep(0.05)
+            cpu = tree_cpu_seconds(os.getpid()) - cpu0
+        finally:
+            query.stop()
+    with_data = [p for p in seen.values() if p["numInputRows"] > 0]
+    n_records = sum(p["numInputRows"] for p in with_data)
+    if n_records != records:
+        raise RuntimeError(f"{name}: read {n_records} records, expected {records}")
     batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in with_data)
+    last_end = max(_epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
+                   for p in with_data)
     return QueryRun(
         name=name,
-        records=seen,
+        records=n_records,
         rows=rows,
-        wall_s=wall,
+        wall_s=last_end - t0,
         batch_s=batch_ms / 1000,
         batches=len(with_data),
         cpu_s=cpu,
         row_bytes=row_bytes,
     )
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, str]:
@@ -224,7 +249,7 @@ def to_noop(df: DataFrame, name: str) -> Callable[[str], StreamingQuery]:
             df.writeStream.format("noop")
             .queryName(name)
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
+            .trigger(processingTime="0 seconds")
             .start()
         )
 
@@ -321,7 +346,7 @@ def passthrough(
             .writeStream.queryName(name)
             .foreachBatch(write)
             .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
+            .trigger(processingTime="0 seconds")
             .start()
         )
 
@@ -354,7 +379,7 @@ def pipeline(
     name: str,
     extra: list[str] | None = None,
 ) -> Callable[[str], StreamingQuery]:
-    """``app.pipeline.start_query`` as ``app/main.py`` wires it (available-now)."""
+    """``app.pipeline.start_query`` as ``app/main.py`` wires it (trigger interval 0)."""
     from app.pipeline import ProgressReporter, query_id_of, start_query
     from sinks.starrocks.sink import StarRocksSink
 
@@ -365,7 +390,7 @@ def pipeline(
             checkpoint,
             name,
             [
-                "pipeline.available-now=true",
+                "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
                 *(extra or []),
             ],

@@ -34,6 +34,7 @@ from app.demo.badinput import BadInputKind
 from app.demo.generate import GenerationResult, GeneratorConfig, generate
 from app.demo.verify import Verdict, WatchReport, run, watch
 from app.demo.workload import WorkloadConfig
+from devstack.faultproxy.launcher import ProxyHandle, start_proxy
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
@@ -54,12 +55,15 @@ SINK_FAULTS = (
     "fe-restart",
 )
 OTHER_FAULTS = ("kill9", "broker-restart", "crash-during-recovery")
-ALL_FAULTS = tuple(f"crash:{p}" for p in CRASH_POINTS) + SINK_FAULTS + OTHER_FAULTS
+# HTTP-level faults thrown by the fault proxy between the app and the FE (and, through its
+# rewritten 307s, the BE): the same faults can be thrown at a real StarRocks this way.
+PROXY_FAULTS = ("net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter")
+ALL_FAULTS = tuple(f"crash:{p}" for p in CRASH_POINTS) + SINK_FAULTS + OTHER_FAULTS + PROXY_FAULTS
 
 # The bounded schedule of `make chaos`: every fault kind at least once, bad input in both.
 NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
     ("crash:after_load", "commit-lost", "sink-5xx", "broker-restart", "crash:after_commit",
-     "txn-in-processing"),
+     "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter"),
     ("crash-during-recovery", "publish-timeout", "too-many-txns", "kill9", "fe-restart",
      "sink-timeout", "crash:before_commit", "crash:after_begin"),
 )  # fmt: skip
@@ -111,8 +115,11 @@ class RunResult:
 class Supervisor:
     """Keeps the pipeline running: restarts it whenever it exits, like a process manager."""
 
-    def __init__(self, stack: LocalStack, workdir: Path, extra: Sequence[str]) -> None:
+    def __init__(
+        self, stack: LocalStack, workdir: Path, extra: Sequence[str], proxy: ProxyHandle
+    ) -> None:
         self.stack = stack
+        self.proxy = proxy
         self.workdir = workdir
         self.extra = list(extra)
         self.process: PipelineProcess | None = None
@@ -178,6 +185,10 @@ def run_once(
         stack.start()
         stack.apply_ddl()
         create_topic(stack.bootstrap, TOPIC, partitions)
+        assert stack.emulator is not None
+        # All sink traffic goes through the fault proxy (it forwards untouched until a
+        # proxy fault is armed).
+        proxy = start_proxy(stack.emulator.fe_url)
         extra = [
             # Small enough that transactions straddle batches.
             f"source.max-offsets-per-trigger={max_offsets}",
@@ -187,7 +198,8 @@ def run_once(
             f"assembler.max-txn-rows={MAX_TXN_ROWS}",
             "assembler.txn-timeout=4s",
         ]
-        supervisor = Supervisor(stack, workdir, extra)
+        extra.append(f"starrocks.load-url=127.0.0.1:{proxy.port}")
+        supervisor = Supervisor(stack, workdir, extra, proxy)
         # Crash points are armed at (re)starts, in schedule order.
         for fault in faults:
             if fault.startswith("crash:"):
@@ -233,13 +245,15 @@ def run_once(
 
         producer = threading.Thread(target=produce, daemon=True)
         producer.start()
+        produce_started = time.monotonic()
 
         # Faults start once the pipeline is processing (its first batch), spread over the
         # production window. A broker restart comes when production is over: the local broker
         # (noida-db) does not persist idempotent-producer state across restarts, which real
         # Kafka does; the pipeline's consumer side is what this fault is about.
         supervisor.process.wait_for_line("batch ", 240)
-        window = max(5.0, orders * 1.7 / rate)
+        production_s = orders * 1.7 / rate  # ~1.7 transactions per order (updates, deletes)
+        window = max(5.0, production_s - (time.monotonic() - produce_started))
         timed = sorted(
             (rng.uniform(1.0, window), f)
             for f in faults
@@ -290,8 +304,10 @@ def run_once(
     except Exception as e:
         result.error = f"{type(e).__name__}: {e}"
     finally:
-        if supervisor is not None and supervisor.process is not None:
-            supervisor.process.kill()
+        if supervisor is not None:
+            if supervisor.process is not None:
+                supervisor.process.kill()
+            supervisor.proxy.stop()
         stack.stop()
         result.seconds = time.monotonic() - started
     return result
@@ -326,6 +342,14 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
         )
     elif fault == "fe-restart":
         control.restart()
+    elif fault == "net-reset-load":
+        supervisor.proxy.control.reset_before("load", count=1)
+    elif fault == "net-drop-commit":
+        supervisor.proxy.control.drop_response("commit", count=1)
+    elif fault == "net-503-begin":
+        supervisor.proxy.control.http_error("begin", status=503, count=2)
+    elif fault == "net-jitter":
+        supervisor.proxy.control.jitter(50, 400, count=40)
     else:
         msg = f"unknown fault {fault!r}; known: {', '.join(ALL_FAULTS)}"
         raise ValueError(msg)
@@ -433,9 +457,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="named: the fixed bounded schedule covering every fault kind (make chaos)",
     )
     p.add_argument("--faults-per-run", type=int, default=3)
-    p.add_argument("--orders", type=int, default=150)
+    p.add_argument("--orders", type=int, default=120)
     p.add_argument("--partitions", type=int, default=3)
-    p.add_argument("--rate", type=float, default=25.0, help="transactions per second")
+    p.add_argument("--rate", type=float, default=10.0, help="transactions per second")
     p.add_argument("--no-bad-input", action="store_true")
     p.add_argument("--max-offsets-per-trigger", type=int, default=60)
     p.add_argument("--workdir", type=Path, default=Path("var/chaos"))

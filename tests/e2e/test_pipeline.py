@@ -82,14 +82,14 @@ def test_json_across_partitions_with_spanning_batches_and_a_crash_restart(
     partitions = 3
     create_topic(stack.bootstrap, TOPIC, partitions)
     # A small per-trigger cap makes transactions straddle micro-batches.
-    extra = ("source.max-offsets-per-trigger=40", "starrocks.sink.buffer-flush.interval-ms=500")
+    extra = ("source.max-offsets-per-trigger=120", "starrocks.sink.buffer-flush.interval-ms=500")
     pipeline = start_pipeline(stack, tmp_path, *extra)
     watcher = Watcher(stack)
     config = GeneratorConfig(
         bootstrap=stack.bootstrap,
         topic=TOPIC,
-        workload=WorkloadConfig(orders=250, partitions=partitions, seed=11),
-        rate=60,
+        workload=WorkloadConfig(orders=200, partitions=partitions, seed=11),
+        rate=40,
     )
     result_box: list[Any] = []
     producer = threading.Thread(target=lambda: result_box.append(generate(config)))
@@ -102,7 +102,7 @@ def test_json_across_partitions_with_spanning_batches_and_a_crash_restart(
     result = result_box[0]
     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
     conn = stack.connect()
-    assert wait_caught_up(conn, NAME, TOPIC, ends, 300), "the sink did not catch up"
+    assert wait_caught_up(conn, NAME, TOPIC, ends, 600), "the sink did not catch up"
     pipeline.stop()
     assert_exact(stack, result.truth, watcher)
     # The restarted run went on from the checkpoint, under the same query id.

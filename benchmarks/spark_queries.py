@@ -18,6 +18,7 @@ Rates count committed DATA rows: records/s times the data set's rows-per-record.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -130,6 +131,7 @@ def measure(
     rows: int,
     row_bytes: int,
     timeout_s: float = 900,
+    keep_last: bool = False,
 ) -> QueryRun:
     """Run a query (``start(checkpoint)``) until it has read ``records`` records, then stop it.
 
@@ -147,7 +149,8 @@ def measure(
         try:
             while True:
                 for p in query.recentProgress:
-                    seen[int(p["batchId"])] = p
+                    if int(p["batchId"]) not in seen:
+                        seen[int(p["batchId"])] = _as_dict(p)
                 if sum(p["numInputRows"] for p in seen.values()) >= records:
                     break
                 if not query.isActive:
@@ -166,7 +169,13 @@ def measure(
     batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in with_data)
     last_end = max(_epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
                    for p in with_data)
+    extra: dict[str, Any] = {}
+    if keep_last:
+        last = max(with_data, key=lambda p: int(p["batchId"]))
+        ops = last.get("stateOperators") or []
+        extra["state"] = dict(ops[0]) if ops else {}
     return QueryRun(
+        extra=extra,
         name=name,
         records=n_records,
         rows=rows,
@@ -176,6 +185,14 @@ def measure(
         cpu_s=cpu,
         row_bytes=row_bytes,
     )
+
+
+def _as_dict(progress: Any) -> dict[str, Any]:
+    """PySpark 4 returns progress objects (dict-like); keep plain JSON dicts."""
+    if isinstance(progress, dict):
+        return progress
+    out: dict[str, Any] = json.loads(progress.json)
+    return out
 
 
 def _epoch(stamp: str) -> float:

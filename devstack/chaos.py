@@ -26,6 +26,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -462,6 +463,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=10.0, help="transactions per second")
     p.add_argument("--no-bad-input", action="store_true")
     p.add_argument("--max-offsets-per-trigger", type=int, default=60)
+    p.add_argument("--parallel", type=int, default=1, help="runs at the same time")
     p.add_argument("--workdir", type=Path, default=Path("var/chaos"))
     p.add_argument("--json", type=Path, help="write the results as JSON here")
     return p.parse_args(argv)
@@ -475,8 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         list(NAMED_SCHEDULE)[: args.runs] if args.schedule == "named" else
         [tuple(plan_faults(rng, args.faults_per_run)) for _ in range(args.runs)]
     )  # fmt: skip
-    results: list[RunResult] = []
-    for i, faults in enumerate(schedule, start=1):
+
+    def one(i: int, faults: tuple[str, ...]) -> RunResult:
         seed = args.seed * 1000 + i
         print(f"run {i}/{len(schedule)} seed={seed} faults={','.join(faults)}", flush=True)
         result = run_once(
@@ -488,17 +490,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             partitions=args.partitions,
             rate=args.rate,
             bad_input=not args.no_bad_input,
-            log=lambda s: print(s, flush=True),
+            log=lambda s: print(f"  [{i}] {s.strip()}", flush=True),
             max_offsets=args.max_offsets_per_trigger,
         )
-        results.append(result)
         print(
-            f"  -> {'PASS' if result.passed else 'FAIL'} in {result.seconds:.0f}s "
+            f"  -> run {i} {'PASS' if result.passed else 'FAIL'} in {result.seconds:.0f}s "
             f"restarts={result.restarts} lost={result.lost} extra={result.extra} "
             f"wrong={result.wrong_version} double={result.double_committed_batches} "
             f"partial={result.partial_observations} error={result.error}",
             flush=True,
         )
+        return result
+
+    # Runs are independent (own stack, ports, folders); --parallel overlaps their waits.
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        results = list(pool.map(lambda a: one(*a), enumerate(schedule, start=1)))
     print()
     print(render(results))
     if args.json:

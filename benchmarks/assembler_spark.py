@@ -78,7 +78,9 @@ def warm_up(spark: Any, workdir: Path) -> None:
 
 
 def print_result(res: dict[str, Any]) -> None:
-    print(f"assembler alone in Spark ({res['shape']}, {res['rows']:,} rows, {res['files']} batches)")
+    print(
+        f"assembler alone in Spark ({res['shape']}, {res['rows']:,} rows, {res['files']} batches)"
+    )
     print(f"  {'function':<10} {'rows/s':>10} {'rows/cpu-s':>11} {'batch s':>8} {'wall s':>7}")
     for kind in ("real", "trivial"):
         r = res[kind]

@@ -32,7 +32,8 @@ from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, Visibili
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
 
-BATCH_LINE = re.compile(r"^batch\s+(\d+)\s+rows\s+(\d+)\s+txns\s+(\d+)")
+# "batch N  [in X  ]rows R  txns T ..." (the app's progress line).
+BATCH_LINE = re.compile(r"^batch\s+(\d+)\s.*?\brows\s+(\d+)\s+txns\s+(\d+)")
 
 
 @dataclass
@@ -65,7 +66,9 @@ class TimedPipeline(PipelineProcess):
         return None
 
 
-def overrides(stack: LocalStack, topic: str, workdir: Path, name: str, extra: Sequence[str]) -> list[str]:
+def overrides(
+    stack: LocalStack, topic: str, workdir: Path, name: str, extra: Sequence[str]
+) -> list[str]:
     return [
         *stack.pipeline_overrides(topic, workdir / "checkpoint", name),
         f"starrocks.database-name={DATABASE}",
@@ -97,9 +100,7 @@ class Profiler:
         ]  # fmt: skip
         if subprocesses:
             cmd.append("--subprocesses")
-        self.procs[role] = subprocess.Popen(  # noqa: S603 - our own tool, arguments as a list
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        self.procs[role] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.files[role] = out
 
     def stop(self) -> dict[str, Path]:

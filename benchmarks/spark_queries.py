@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from devstack.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
+CHECKPOINT_ROOT: str | None = None
 
 
 def spark_conf() -> dict[str, str]:
@@ -141,7 +144,9 @@ def measure(
     the query runs (``recentProgress`` keeps only the last 100).
     """
     seen: dict[int, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as checkpoint:
+    # Not a TemporaryDirectory: tasks of a stopped query may still touch it for a moment.
+    checkpoint = tempfile.mkdtemp(prefix=f"ckpt-{name}-", dir=CHECKPOINT_ROOT)
+    if True:
         cpu0 = tree_cpu_seconds(os.getpid())
         t0 = time.time()
         query = start(checkpoint)
@@ -162,13 +167,16 @@ def measure(
             cpu = tree_cpu_seconds(os.getpid()) - cpu0
         finally:
             query.stop()
+            drop_listeners()
     with_data = [p for p in seen.values() if p["numInputRows"] > 0]
     n_records = sum(p["numInputRows"] for p in with_data)
     if n_records != records:
         raise RuntimeError(f"{name}: read {n_records} records, expected {records}")
     batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in with_data)
-    last_end = max(_epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
-                   for p in with_data)
+    last_end = max(
+        _epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
+        for p in with_data
+    )
     extra: dict[str, Any] = {}
     if keep_last:
         last = max(with_data, key=lambda p: int(p["batchId"]))
@@ -185,6 +193,36 @@ def measure(
         cpu_s=cpu,
         row_bytes=row_bytes,
     )
+
+
+# Listeners the pipeline registered (app.pipeline.start_query adds a ProgressListener to the
+# session; it outlives its query and would see every later query's progress in this shared
+# session), removed when the query is done.
+_LISTENERS: list[tuple[Any, Any]] = []
+
+
+@contextmanager
+def _capture_listeners(spark: SparkSession) -> Iterator[None]:
+    from pyspark.sql.streaming.query import StreamingQueryManager
+
+    original = StreamingQueryManager.addListener
+
+    def add(self: Any, listener: Any) -> None:
+        _LISTENERS.append((spark, listener))
+        original(self, listener)
+
+    StreamingQueryManager.addListener = add  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        StreamingQueryManager.addListener = original  # type: ignore[method-assign]
+
+
+def drop_listeners() -> None:
+    """Remove the listeners that pipeline queries of this harness registered."""
+    while _LISTENERS:
+        spark, listener = _LISTENERS.pop()
+        spark.streams.removeListener(listener)
 
 
 def _as_dict(progress: Any) -> dict[str, Any]:
@@ -343,7 +381,9 @@ class DecodeAndLoad:
         flush()
         yield pa.RecordBatch.from_pydict(
             {"rows": [rows], "bytes": [nbytes], "requests": [requests_n]},
-            schema=pa.schema([("rows", pa.int64()), ("bytes", pa.int64()), ("requests", pa.int32())]),
+            schema=pa.schema(
+                [("rows", pa.int64()), ("bytes", pa.int64()), ("requests", pa.int32())]
+            ),
         )
 
 
@@ -379,7 +419,8 @@ def pipeline_config(
     from app.config import load_config
     from devstack.stack import LOCAL_CONFIG
 
-    overrides = stack.pipeline_overrides(topic, Path(checkpoint), name) + [
+    overrides = [
+        *stack.pipeline_overrides(topic, Path(checkpoint), name),
         f"starrocks.database-name={DATABASE}",
         f"starrocks.table-name={TABLE}",
         "pipeline.progress=quiet",
@@ -414,7 +455,8 @@ def pipeline(
         )
         sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
         sink.open()
-        return start_query(spark, config, sink, ProgressReporter(enabled=False))
+        with _capture_listeners(spark):
+            return start_query(spark, config, sink, ProgressReporter(enabled=False))
 
     return start
 
@@ -444,7 +486,8 @@ def start_pipeline_streaming(
     )
     sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
     sink.open()
-    return start_query(spark, config, sink, ProgressReporter(enabled=False))
+    with _capture_listeners(spark):
+        return start_query(spark, config, sink, ProgressReporter(enabled=False))
 
 
 # -- the assembler alone over a parquet file stream (no Kafka) ---------------------------------

@@ -32,10 +32,10 @@ from devstack.stack import (
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options (all have demo-sized defaults)."""
     p = argparse.ArgumentParser(prog="python -m devstack.demo", description=__doc__)
-    p.add_argument("--orders", type=int, default=3000, help="orders created (plus updates/deletes)")
+    p.add_argument("--orders", type=int, default=2000, help="orders created (plus updates/deletes)")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--encoding", choices=("json", "avro", "confluent"), default="json")
-    p.add_argument("--rate", type=float, default=400.0, help="transactions per second produced")
+    p.add_argument("--rate", type=float, default=100.0, help="transactions per second produced")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--workdir", type=Path, default=Path("var/demo"))
     p.add_argument("--catch-up-timeout", type=float, default=300.0)

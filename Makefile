@@ -35,7 +35,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 chaos: setup
-	$(PY) -m devstack.chaos --schedule named --runs 2 --workdir var/chaos --json var/chaos/results.json
+	$(PY) -m devstack.chaos --schedule named --runs 2 --parallel 2 --workdir var/chaos --json var/chaos/results.json
 
 RUNS ?= 30
 SEED ?= 1

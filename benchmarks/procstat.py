@@ -87,7 +87,7 @@ def classify(pid: int) -> str:
     return "other"
 
 
-@dataclass
+@dataclass(eq=False)
 class RssSampler(threading.Thread):
     """Peak RSS of a process tree, by role, sampled every ``interval_s``.
 

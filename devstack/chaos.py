@@ -64,9 +64,10 @@ ALL_FAULTS = tuple(f"crash:{p}" for p in CRASH_POINTS) + SINK_FAULTS + OTHER_FAU
 # The bounded schedule of `make chaos`: every fault kind at least once, bad input in both.
 NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
     ("crash:after_load", "commit-lost", "sink-5xx", "broker-restart", "crash:after_commit",
-     "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter"),
-    ("crash-during-recovery", "publish-timeout", "too-many-txns", "kill9", "fe-restart",
-     "sink-timeout", "crash:before_commit", "crash:after_begin"),
+     "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter",
+     "crash:after_begin", "kill9"),
+    ("crash-during-recovery", "publish-timeout", "too-many-txns", "fe-restart",
+     "sink-timeout", "crash:before_commit"),
 )  # fmt: skip
 
 MAX_TXN_ROWS = 20  # the pipeline's assembler.max-txn-rows in chaos runs (>= 2 x max items)

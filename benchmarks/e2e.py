@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.procstat import RssSampler, classify, descendants
+from benchmarks.procstat import RssSampler, classify, cmdline, descendants
 from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, VisibilitySampler
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
@@ -96,7 +96,7 @@ class Profiler:
         out = self.outdir / f"pyspy-{role}.txt"
         cmd = [
             self.pyspy, "record", "--pid", str(pid), "--rate", str(self.rate),
-            "--format", "raw", "--output", str(out), "--nonblocking",
+            "--format", "raw", "--output", str(out), "--nonblocking", "--full-filenames",
         ]  # fmt: skip
         if subprocesses:
             cmd.append("--subprocesses")
@@ -123,9 +123,17 @@ def find_role(root: int, role: str) -> int | None:
 
 
 def daemon_pid(root: int) -> int | None:
-    """The pyspark.daemon process (parent of the workers): the worker role with the lowest pid."""
+    """The executors' ``pyspark.daemon pyspark.worker`` (it forks the Python workers)."""
     pids = sorted(p for p in descendants(root) if classify(p) == "python-worker")
     return pids[0] if pids else None
+
+
+def source_runner_pid(root: int) -> int | None:
+    """The cdc-kafka source's planner process (``python_streaming_source_runner``)."""
+    for pid in descendants(root):
+        if "python_streaming_source_runner" in cmdline(pid):
+            return pid
+    return None
 
 
 def catch_up(
@@ -172,6 +180,9 @@ def catch_up(
                 if daemon is not None and driver is not None:
                     profiler.attach("workers", daemon, subprocesses=True)
                     profiler.attach("driver", driver, subprocesses=False)
+                    runner = source_runner_pid(proc.pid)
+                    if runner is not None:
+                        profiler.attach("source-planner", runner, subprocesses=False)
                     break
                 time.sleep(0.1)
         conn = stack.connect()
@@ -237,6 +248,9 @@ def steady(
             raise RuntimeError(f"pipeline did not start; see {workdir / 'pipeline.log'}")
         sampler.start()
         producer.start()
+        # duration_s of steady state after the first commit (first batch = start-up).
+        if not sampler.first_advance.wait(180):
+            raise RuntimeError("nothing became visible within 180 s")
         time.sleep(duration_s)
         producer.stop_event.set()
         producer.join(60)

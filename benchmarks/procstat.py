@@ -73,11 +73,15 @@ def cmdline(pid: int) -> str:
 
 
 def classify(pid: int) -> str:
-    """``jvm`` | ``python-driver`` | ``python-worker`` | ``other``."""
+    """``jvm`` | ``python-driver`` | ``python-source`` | ``python-worker`` | ``other``."""
     cmd = cmdline(pid)
     if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
         return "jvm"
-    if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd or "pyspark.worker" in cmd:
+    if "pyspark.daemon" in cmd and not cmd.rstrip().endswith("pyspark.worker"):
+        # Daemons for Python data source lookup/creation/read planning (driver-side work).
+        return "python-source"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+        # The executors' Python workers (UDFs, applyInPandasWithState, mapInArrow, reads).
         return "python-worker"
     if "app/main.py" in cmd:
         return "python-driver"

@@ -225,6 +225,7 @@ class VisibilitySampler(threading.Thread):
         # partition -> list of (committed offset, first seen at ms)
         self.advances: dict[int, list[tuple[int, float]]] = {}
         self.stop_event = threading.Event()
+        self.first_advance = threading.Event()
 
     def run(self) -> None:
         conn = self.connect()
@@ -246,6 +247,7 @@ class VisibilitySampler(threading.Thread):
                     if o > last.get(p, -1):
                         last[p] = o
                         self.advances.setdefault(p, []).append((o, now_ms))
+                        self.first_advance.set()
                 self.stop_event.wait(self.interval_s)
         finally:
             conn.close()

@@ -127,16 +127,26 @@ class Supervisor:
         self.process: PipelineProcess | None = None
         self.starts = 0
         self.pending_crashes: list[str] = []
+        self.armed: str | None = None
 
     def start(self) -> None:
         """Start (or restart) the pipeline, arming the next pending crash point if any."""
+        if self.armed is not None and not self._armed_crash_fired():
+            # Another fault ended that run first: keep the crash point for the next one.
+            self.pending_crashes.insert(0, self.armed)
+        self.armed = None
         overrides = self.stack.pipeline_overrides(TOPIC, self.workdir / "checkpoint", NAME)
         overrides += self.extra
         if self.pending_crashes:
-            overrides.append(f"testing.crash-at={self.pending_crashes.pop(0)}")
+            self.armed = self.pending_crashes.pop(0)
+            overrides.append(f"testing.crash-at={self.armed}")
         self.process = PipelineProcess(LOCAL_CONFIG, overrides, self.workdir / "pipeline.log")
         self.process.start()
         self.starts += 1
+
+    def _armed_crash_fired(self) -> bool:
+        lines = self.process.lines if self.process is not None else []
+        return any("testing.crash-at: killing the driver" in line for line in lines)
 
     def ensure_running(self) -> bool:
         """Restart a pipeline that has exited; True if it did."""
@@ -262,7 +272,6 @@ def run_once(
             if not f.startswith("crash") and f not in ("broker-restart",)
         )
         after_production = [f for f in faults if f == "broker-restart"]
-        result.injected.update(f for f in faults if f.startswith("crash"))
         t0 = time.monotonic()
         deadline = t0 + 600
         conn = stack.connect()
@@ -301,6 +310,8 @@ def run_once(
         verdict = run(stack.connect(), truth=generated.truth)
         _score(result, generated, verdict, watch_box[0] if watch_box else None)
         result.double_committed_batches = _double_commits(stack)
+        # Crash points count when they fired (an armed point may never be reached).
+        result.injected.update(_crashes_fired(workdir / "pipeline.log"))
         if not result.passed:
             (workdir / "verdict.txt").write_text(verdict.render())
     except Exception as e:
@@ -389,6 +400,17 @@ def _score(
             if k.actual_txns or k.expected_txns
         }
         result.dead_letters_ok = verdict.dead_letters.ok
+
+
+_CRASH_LINE = re.compile(r"testing\.crash-at: killing the driver point=(\w+)")
+
+
+def _crashes_fired(log_path: Path) -> Counter[str]:
+    """Crash points that actually killed the driver, from the pipeline's log."""
+    if not log_path.exists():
+        return Counter()
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    return Counter(f"crash:{point}" for point in _CRASH_LINE.findall(text))
 
 
 _LABEL = re.compile(r"^(?P<prefix>.+)-(?P<qid>[0-9a-f-]{36})-(?P<batch>\d+)-(?P<attempt>\d+)$")

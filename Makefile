@@ -41,7 +41,7 @@ RUNS ?= 30
 SEED ?= 1
 soak: setup
 	$(PY) -m devstack.chaos --schedule random --runs $(RUNS) --seed $(SEED) --faults-per-run 2 \
-		--orders 60 --rate 15 --max-offsets-per-trigger 200 --parallel 2 --workdir var/soak --json var/soak/results.json
+		--orders 40 --partitions 2 --rate 15 --max-offsets-per-trigger 200 --parallel 2 --workdir var/soak --json var/soak/results.json
 
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)

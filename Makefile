@@ -43,6 +43,11 @@ soak: setup
 	$(PY) -m devstack.chaos --schedule random --runs $(RUNS) --seed $(SEED) --faults-per-run 2 \
 		--orders 40 --partitions 2 --rate 15 --max-offsets-per-trigger 200 --parallel 2 --workdir var/soak --json var/soak/results.json
 
+# Benchmarks: numbers and ratios, never a gate (not part of `make test`).
+bench: setup
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m benchmarks.run --out results/bench
+
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)
 

@@ -66,6 +66,34 @@ class TimedPipeline(PipelineProcess):
         return None
 
 
+_KV = re.compile(r"(\w+)=(\S+)")
+
+
+def batch_breakdown(log_path: Path) -> dict[str, float]:
+    """Where the batch time went, from the app's INFO lines (sums over all batches, ms).
+
+    ``foreach_ms``: the foreachBatch call (``batch done total_ms``): the persisted assembler
+    output is computed by the first action in it (the stats count), then the sink runs.
+    ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, stats, load job, commit).
+    ``commit_ms``: the commit call alone.
+    """
+    out = {"batches": 0.0, "foreach_ms": 0.0, "sink_ms": 0.0, "commit_ms": 0.0}
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if "logger=app.pipeline batch done" in line:
+            kv = dict(_KV.findall(line))
+            out["batches"] += 1
+            out["foreach_ms"] += float(kv.get("total_ms", 0))
+            out["sink_ms"] += float(kv.get("sink_ms", 0))
+        elif "logger=sinks.starrocks.sink starrocks batch" in line:
+            kv = dict(_KV.findall(line))
+            out["commit_ms"] += float(kv.get("commit_ms", 0))
+    return out
+
+
 def overrides(
     stack: LocalStack, topic: str, workdir: Path, name: str, extra: Sequence[str]
 ) -> list[str]:
@@ -217,6 +245,7 @@ def catch_up(
             after_first = sum(b[1] for b in batches[1:])
             out["steady_rows_per_s"] = after_first / (last - batches[0][0])
         out["first_batch_s"] = batches[0][0] - started
+    out["breakdown"] = batch_breakdown(workdir / "pipeline.log")
     return out
 
 

@@ -1,0 +1,408 @@
+"""Markdown report and PNG plots from ``results.json`` (``python -m benchmarks.report DIR``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CEILING_ORDER = (
+    ("broker", "Broker consume (1 confluent-kafka consumer, no Spark)"),
+    ("emulator", "Emulator ingest alone (same rows, batch-sized multi-table txns)"),
+    ("source_only", "Spark: cdc-kafka source -> noop"),
+    ("bare_stateful", "Spark: source -> bare applyInPandasWithState (trivial fn) -> noop"),
+    ("source_assembler", "Spark: source -> real assembler -> noop"),
+    ("passthrough", "Spark: source -> decode -> plain Stream Load (no assembly, no EO)"),
+    ("pipeline", "**Pipeline**: source -> assembler -> exactly-once StarRocks sink"),
+)
+TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}
+
+
+def _f(x: Any, fmt: str = ",.0f") -> str:
+    if x is None or x == "":
+        return "-"
+    try:
+        return format(float(x), fmt)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _mb(mem: dict[str, float], key: str) -> str:
+    return _f(mem.get(f"{key}_mb"), ",.0f")
+
+
+def plots(res: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: list[str] = []
+    ceil = res.get("ceilings", {}).get("runs", {})
+    if ceil:
+        names = [k for k, _ in CEILING_ORDER if k in ceil]
+        vals = [ceil[k]["rows_per_s"] for k in names]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        colors = ["#c44" if k == "pipeline" else "#59a" for k in names]
+        ax.barh(names, vals, color=colors)
+        ax.set_xscale("log")
+        ax.set_xlabel("committed rows/s (log)")
+        ax.set_title("Pipeline vs ceilings (same data)")
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "ceilings.png", dpi=110)
+        plt.close(fig)
+        made.append("ceilings.png")
+    sweeps = res.get("sweeps", {})
+    if sweeps:
+        axes_def = [
+            ("partitions", "partitions", False),
+            ("txn_rows", "rows per transaction", True),
+            ("row_bytes", "row size (bytes)", True),
+        ]
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+        for ax, (key, label, logx) in zip(axes, axes_def, strict=True):
+            pts = sweeps.get(key, [])
+            xs = [p[key] for p in pts]
+            ax.plot(xs, [p["pipeline"]["rows_per_s"] for p in pts], "o-", label="pipeline")
+            ax.plot(
+                xs, [p["bare_stateful"]["rows_per_s"] for p in pts], "s--", label="bare stateful"
+            )
+            if logx:
+                ax.set_xscale("log")
+            ax.set_xlabel(label)
+            ax.set_ylabel("rows/s")
+            ax.grid(alpha=0.3)
+        axes[0].legend()
+        fig.suptitle("Throughput scaling (in-process, warm session)")
+        fig.tight_layout()
+        fig.savefig(out / "scaling.png", dpi=110)
+        plt.close(fig)
+        made.append("scaling.png")
+    lat = res.get("latency_vs_trigger", [])
+    if lat:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for r in lat:
+            samples = r.get("samples") or []
+            if samples:
+                ys = [i / len(samples) for i in range(1, len(samples) + 1)]
+                ax.plot([s / 1000 for s in samples], ys, label=f"trigger {r['trigger_ms']} ms")
+        ax.set_xlabel("visibility latency (s)")
+        ax.set_ylabel("fraction of transactions")
+        ax.set_title("Visibility latency CDF at a steady rate")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=110)
+        plt.close(fig)
+        made.append("latency.png")
+    state = res.get("state_memory", [])
+    if state:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        xs = [r["open_rows"] for r in state]
+        ax.plot(xs, [r["state_memory_mb"] for r in state], "o-", label="state store memory")
+        ax.plot(xs, [r["open_row_json_mb"] for r in state], "s--", label="open rows' JSON")
+        ax.plot(
+            xs,
+            [r["rss"].get("python-worker_mb", 0) for r in state],
+            "^:",
+            label="Python workers RSS",
+        )
+        ax.set_xlabel("buffered rows in open transactions (all partitions)")
+        ax.set_ylabel("MB")
+        ax.set_title("Memory with open transactions")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "state_memory.png", dpi=110)
+        plt.close(fig)
+        made.append("state_memory.png")
+    return made
+
+
+def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
+    """Write ``report.md`` and the plots to ``out``; return the console summary."""
+    try:
+        images = plots(res, out)
+    except ImportError:
+        images = []
+    env = res.get("env", {})
+    md: list[str] = ["# Benchmark report", ""]
+    md += [
+        f"Started {env.get('started_utc')} UTC, {env.get('duration_s', 0) / 60:.1f} min, "
+        f"{env.get('cpus')} CPUs. Load average (1/5/15 min) at start {env.get('loadavg_start')}, "
+        f"at end {env.get('loadavg_end')}; 1-min load sampled every 5 s: mean "
+        f"{_f(env.get('loadavg_1m_mean'), '.1f')}, max {_f(env.get('loadavg_1m_max'), '.1f')}."
+        + (" **Quick (smoke) sizes.**" if env.get("quick") else ""),
+        "",
+    ]
+    others = env.get("other_load_start") or []
+    if others:
+        md += [
+            f"Other heavy processes at start ({len(others)}): numbers below are wall-clock on a "
+            "shared machine; the rows-per-CPU-second column is less sensitive to that.",
+            "",
+        ]
+    summary: list[str] = []
+    main = res.get("main")
+    ceil = res.get("ceilings")
+    if main and ceil:
+        runs = ceil["runs"]
+        md += [
+            "## 1. Pipeline vs ceilings (same data, warm local[2] session)",
+            "",
+            f"Data: {main['rows']:,} rows ({main['records']:,} records, {main['shape']}), "
+            f"{main['row_bytes'] / 1e6:.1f} MB of row JSON, max-offsets-per-trigger "
+            f"{main['max_offsets_per_trigger']:,}. Rates are committed DATA rows per second of "
+            "micro-batch time (query start excluded); MB/s counts row JSON.",
+            "",
+            "| run | rows/s | MB/s | rows per CPU-s | batches | wall s | pipeline / this |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for key, title in CEILING_ORDER:
+            r = runs.get(key)
+            if not r:
+                continue
+            ratio = ceil["ratios"].get(key)
+            md.append(
+                f"| {title} | {_f(r.get('rows_per_s'))} | {_f(r.get('mb_per_s'), '.2f')} | "
+                f"{_f(r.get('rows_per_cpu_s'))} | {r.get('batches', r.get('transactions', '-'))} | "
+                f"{_f(r.get('wall_s'), '.1f')} | {_f(ratio, '.2f') if ratio else '-'} |"
+            )
+        md += ["", "Targets: pipeline >= 0.7 x bare stateful, >= 0.85 x pass-through.", ""]
+        if "ceilings.png" in images:
+            md += [f"![ceilings]({image_prefix}ceilings.png)", ""]
+        summary.append("pipeline / ceiling (rows/s; per CPU-second in brackets):")
+        for key, _ in CEILING_ORDER:
+            if key in ceil["ratios"]:
+                target = TARGETS.get(key)
+                summary.append(
+                    f"  / {key:<17} {ceil['ratios'][key]:6.2f}  "
+                    f"({_f(ceil['ratios_cpu'].get(key), '.2f')})"
+                    + (f"   target >= {target}" if target else "")
+                )
+        summary.append(f"  pipeline: {_f(runs['pipeline']['rows_per_s'])} rows/s in process")
+    asm = res.get("assembler")
+    if asm:
+        md += [
+            "## 2. The assembler alone (parquet file stream, no Kafka, no sink)",
+            "",
+            f"{asm['rows']:,} rows ({asm['shape']}), {asm['files']} micro-batches, noop sink.",
+            "",
+            "| function in applyInPandasWithState | rows/s | rows per CPU-s | batch s |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for kind, title in (
+            ("real", "real state machine (`app.assembly.assemble_transactions`)"),
+            ("trivial", "trivial (count rows, counter state)"),
+        ):
+            r = asm[kind]
+            md.append(
+                f"| {title} | {_f(r['rows_per_s'])} | {_f(r['rows_per_cpu_s'])} | "
+                f"{_f(r['batch_s'], '.2f')} |"
+            )
+        md += [
+            "",
+            f"real / trivial = **{asm['ratio']:.2f}** (per CPU-second {asm['ratio_cpu']:.2f})",
+            "",
+        ]
+        summary.append(
+            f"assembler alone: real {_f(asm['real']['rows_per_s'])} rows/s, trivial "
+            f"{_f(asm['trivial']['rows_per_s'])} rows/s (real/trivial {asm['ratio']:.2f})"
+        )
+    e2e = res.get("e2e_catchup")
+    steady = res.get("e2e_steady")
+    if e2e or steady:
+        md += ["## 3. As users run it (`spark-submit.sh --config conf/local.yaml`)", ""]
+    if e2e:
+        mem = e2e.get("memory", {})
+        md += [
+            f"Catch-up on the pre-filled topic (same data as section 1, trigger interval 0): "
+            f"{_f(e2e.get('rows'))} rows committed, caught up: {e2e.get('caught_up')}.",
+            "",
+            "| rows/s from query start | MB/s | rows/s after 1st batch | 1st batch s | batches |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+            f"| {_f(e2e.get('rows_per_s'))} | {_f(e2e.get('mb_per_s'), '.2f')} | "
+            f"{_f(e2e.get('steady_rows_per_s'))} | {_f(e2e.get('first_batch_s'), '.1f')} | "
+            f"{e2e.get('batches')} |",
+            "",
+        ]
+        bd = e2e.get("breakdown") or {}
+        if bd.get("batches") and e2e.get("query_s"):
+            q_ms = e2e["query_s"] * 1000
+            assemble = bd["foreach_ms"] - bd["sink_ms"]
+            md += [
+                "Where the time went (sums over the batches, from the app's INFO log lines):",
+                "",
+                "| part | s | share of query time |",
+                "| --- | ---: | ---: |",
+                f"| query start -> last batch line | {q_ms / 1000:.1f} | 100% |",
+                f"| foreachBatch: persist + stats count (runs source + assembler) | "
+                f"{assemble / 1000:.1f} | {assemble / q_ms:.0%} |",
+                f"| foreachBatch: StarRocks sink write_batch (stats, load job, commit) | "
+                f"{bd['sink_ms'] / 1000:.1f} | {bd['sink_ms'] / q_ms:.0%} |",
+                f"| of which the commit call | {bd['commit_ms'] / 1000:.1f} | "
+                f"{bd['commit_ms'] / q_ms:.0%} |",
+                f"| outside foreachBatch (first-batch start-up, planning, offsets, state "
+                f"commit) | {(q_ms - bd['foreach_ms']) / 1000:.1f} | "
+                f"{(q_ms - bd['foreach_ms']) / q_ms:.0%} |",
+                "",
+            ]
+        md += _memory_table("catch-up (profiled: py-spy attached)", mem)
+        summary.append(
+            f"spark-submit catch-up: {_f(e2e.get('rows_per_s'))} rows/s from query start, "
+            f"{_f(e2e.get('steady_rows_per_s'))} after the first batch"
+        )
+    if steady:
+        lat = steady.get("latency", {})
+        md += [
+            f"Steady rate: {steady['rate_txn_s']:.0f} txn/s x 10 rows = "
+            f"{steady['rate_rows_s']:.0f} rows/s offered for {steady['duration_s']:.0f} s, "
+            f"trigger {steady['trigger_ms']} ms; {steady['visible']}/{steady['transactions']} "
+            "transactions seen visible. Latency = progress row committed past the TXN_END offset "
+            "(polled every 50 ms) - TXN_END produce time; warm-up (transactions produced before "
+            "the first one became visible) excluded.",
+            "",
+            "| p50 ms | p95 ms | p99 ms | max ms | n | target p99 |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            f"| {_f(lat.get('p50'))} | {_f(lat.get('p95'))} | {_f(lat.get('p99'))} | "
+            f"{_f(lat.get('max'))} | {_f(lat.get('n'))} | <= {steady['trigger_ms'] + 1000} |",
+            "",
+        ]
+        md += _memory_table("steady rate", steady.get("memory", {}))
+        summary.append(
+            f"steady {steady['rate_rows_s']:.0f} rows/s, trigger {steady['trigger_ms']} ms: "
+            f"p50 {_f(lat.get('p50'))} p95 {_f(lat.get('p95'))} p99 {_f(lat.get('p99'))} ms"
+        )
+        mem = steady.get("memory", {})
+        summary.append(
+            f"peak RSS (steady): JVM {_mb(mem, 'jvm')} MB, Python driver "
+            f"{_mb(mem, 'python-driver')} MB, Python workers {_mb(mem, 'python-worker')} MB total"
+        )
+    sweeps = res.get("sweeps")
+    if sweeps:
+        md += [
+            "## 4. Scaling (in-process, warm session)",
+            "",
+            "| axis | shape | rows | pipeline rows/s | MB/s | bare stateful rows/s "
+            "| pipeline / bare |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for axis, pts in sweeps.items():
+            for p in pts:
+                pipe, bare = p["pipeline"], p["bare_stateful"]
+                md.append(
+                    f"| {axis} | {p['shape']} | {p['rows']:,} | {_f(pipe['rows_per_s'])} | "
+                    f"{_f(pipe['mb_per_s'], '.2f')} | {_f(bare['rows_per_s'])} "
+                    f"| {_f(p['ratio'], '.2f')} |"
+                )
+        md.append("")
+        if "scaling.png" in images:
+            md += [f"![scaling]({image_prefix}scaling.png)", ""]
+    lat_rows = res.get("latency_vs_trigger")
+    if lat_rows:
+        md += [
+            "### Visibility latency vs trigger interval (in-process pipeline, steady rate)",
+            "",
+            "| trigger ms | offered rows/s | p50 ms | p95 ms | p99 ms | max ms | n | p99 target |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in lat_rows:
+            lt = r["latency"]
+            md.append(
+                f"| {r['trigger_ms']} | {r['rate_rows_s']:.0f} | {_f(lt.get('p50'))} | "
+                f"{_f(lt.get('p95'))} | {_f(lt.get('p99'))} | {_f(lt.get('max'))} | "
+                f"{_f(lt.get('n'))} | <= {r['trigger_ms'] + 1000} |"
+            )
+        md.append("")
+        if "latency.png" in images:
+            md += [f"![latency]({image_prefix}latency.png)", ""]
+    state = res.get("state_memory")
+    if state:
+        md += [
+            "### State memory with open transactions (one open per partition, real assembler)",
+            "",
+            "| open txns | rows each | buffered rows | row JSON MB | state store MB | state rows | "
+            "JVM RSS MB | Python workers RSS MB |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in state:
+            md.append(
+                f"| {r['open_txns']} | {r['open_rows_per_txn']:,} | {r['open_rows']:,} | "
+                f"{r['open_row_json_mb']:.1f} | {r['state_memory_mb']:.1f} | "
+                f"{_f(r['state_rows'])} | {_mb(r['rss'], 'jvm')} | "
+                f"{_mb(r['rss'], 'python-worker')} |"
+            )
+        md.append("")
+        if "state_memory.png" in images:
+            md += [f"![state memory]({image_prefix}state_memory.png)", ""]
+    prof = (e2e or {}).get("profile_summary") or {}
+    if prof:
+        md += ["## 5. Profile (py-spy, spark-submit catch-up run)", ""]
+        for role, s in prof.items():
+            if not s.get("samples"):
+                continue
+            md += [
+                f"### Python {role} ({s['samples']:,} samples)",
+                "",
+                "| self time by category | share |",
+                "| --- | ---: |",
+            ]
+            md += [f"| {k} | {v:.1%} |" for k, v in s["self_by_category"][:10]]
+            md += ["", "| inclusive (any frame in the stack) | share |", "| --- | ---: |"]
+            md += [f"| {k} | {v:.1%} |" for k, v in s["inclusive"]]
+            md += ["", "| top self-time functions | share |", "| --- | ---: |"]
+            md += [f"| `{k}` | {v:.1%} |" for k, v in s["top_self"][:12]]
+            md.append("")
+            top = s["self_by_category"][0] if s["self_by_category"] else None
+            if top:
+                summary.append(f"profile ({role}): top self-time category {top[0]} {top[1]:.0%}")
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    return "\n".join(summary)
+
+
+def _memory_table(title: str, mem: dict[str, float]) -> list[str]:
+    return [
+        f"Peak RSS ({title}):",
+        "",
+        "| JVM (driver + executors) | Python driver | cdc-kafka source planner | Python workers "
+        "(sum) | largest worker | workers |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {_mb(mem, 'jvm')} MB | {_mb(mem, 'python-driver')} MB | {_mb(mem, 'python-source')} MB "
+        f"| {_mb(mem, 'python-worker')} MB | {_mb(mem, 'python-worker-max')} MB | "
+        f"{_f(mem.get('python-workers'))} |",
+        "",
+    ]
+
+
+def main() -> None:
+    """Re-render a results folder; ``--docs FILE`` also writes FILE with plots in FILE's bench/.
+
+    ``python -m benchmarks.report results/bench [--docs docs/bench/report.md]``
+    """
+    import argparse
+    import shutil
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("folder", type=Path, nargs="?", default=Path("results/bench"))
+    p.add_argument("--docs", type=Path, help="also write this markdown file + its PNGs")
+    a = p.parse_args()
+    res = json.loads((a.folder / "results.json").read_text())
+    catchup = res.get("e2e_catchup") or {}
+    if catchup.get("profiles"):
+        from benchmarks.profile import summarize
+
+        catchup["profile_summary"] = {
+            role: summarize(Path(path)) for role, path in catchup["profiles"].items()
+        }
+    print(write_report(res, a.folder))
+    if a.docs is not None:
+        a.docs.parent.mkdir(parents=True, exist_ok=True)
+        for png in a.folder.glob("*.png"):
+            shutil.copy(png, a.docs.parent / png.name)
+        shutil.copy(a.folder / "report.md", a.docs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,671 @@
+"""``make bench``: the pipeline end to end next to its ceilings, scaling sweeps, latency, memory.
+
+    .venv/bin/python -m benchmarks.run [--quick] [--out results/bench] [--skip e2e,sweeps,...]
+
+Starts its own broker and StarRocks emulator (loopback, fresh data dirs under ``--out``),
+then measures, on the same synthetic CDC data (``benchmarks.workload``):
+
+1. ceilings: the broker's consume rate (one confluent-kafka consumer), the emulator's ingest
+   (begin -> load -> commit of the same rows, batch-sized transactions), and in one warm
+   local[2] SparkSession: source -> noop, source -> bare ``applyInPandasWithState`` (trivial
+   function), source -> real assembler -> noop, and a pass-through pipeline (source -> decode
+   -> plain Stream Load, no assembly, no exactly-once protocol);
+2. the pipeline in the same session (``app.pipeline.start_query`` + the real sink) and the
+   ratios pipeline / each ceiling;
+3. the assembler alone over a parquet file stream: real state machine vs trivial function;
+4. scaling: partitions, transaction size, row size (throughput), trigger interval
+   (visibility latency at a steady rate), and state memory with many open transactions;
+5. the pipeline as users run it (``spark-submit.sh``): catch-up rate on a pre-filled topic
+   with py-spy profiles of the Python workers and driver, then visibility latency at a steady
+   rate, with peak RSS of the JVM, the Python driver and the Python workers.
+
+Writes ``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary.
+Never gates anything: it reports numbers and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much data each part uses (``--quick`` shrinks everything for a smoke run)."""
+
+    main_rows: int
+    max_offsets: int
+    sweep_rows: int
+    asm_rows: int
+    trigger_run_s: float
+    steady_s: float
+    steady_rate: float  # transactions/s (10 rows each)
+    trigger_rate: float
+    open_rows: tuple[int, ...]
+    open_partitions: int
+
+
+FULL = Sizes(
+    main_rows=100_000,
+    max_offsets=30_000,
+    sweep_rows=15_000,
+    asm_rows=100_000,
+    trigger_run_s=20,
+    steady_s=40,
+    steady_rate=100,
+    trigger_rate=50,
+    open_rows=(250, 1000, 4000),
+    open_partitions=16,
+)
+QUICK = Sizes(
+    main_rows=4_000,
+    max_offsets=2_000,
+    sweep_rows=1_000,
+    asm_rows=4_000,
+    trigger_run_s=6,
+    steady_s=8,
+    steady_rate=20,
+    trigger_rate=20,
+    open_rows=(50, 200),
+    open_partitions=4,
+)
+PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def other_load() -> list[str]:
+    """Other heavy processes on the machine (chaos soaks, test suites), for the report."""
+    from benchmarks.procstat import cmdline, descendants
+
+    mine = set(descendants(os.getpid()))
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        cmd = cmdline(int(entry.name))
+        if any(k in cmd for k in ("devstack.chaos", "pytest", "org.apache.spark.deploy")):
+            out.append(cmd[:120])
+    return out
+
+
+class Bench:
+    """Holds the stack, the Spark session and the results while the parts run."""
+
+    def __init__(self, out: Path, sizes: Sizes) -> None:
+        from devstack.stack import LocalStack
+
+        self.out = out
+        self.sizes = sizes
+        self.stack = LocalStack(out / "stack")
+        self.results: dict[str, Any] = {}
+        self._spark: Any = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from benchmarks import spark_queries as q
+
+            log("starting the SparkSession (local[2])")
+            self._spark = q.make_session()
+        return self._spark
+
+    def stop_spark(self) -> None:
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def ddl(self) -> None:
+        from benchmarks.workload import DDL
+
+        conn = self.stack.connect()
+        try:
+            with conn.cursor() as cur:
+                for statement in DDL:
+                    cur.execute(statement)
+        finally:
+            conn.close()
+
+    def truncate(self) -> None:
+        from benchmarks.workload import DATABASE, TABLE
+
+        conn = self.stack.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"TRUNCATE TABLE {DATABASE}.{TABLE}")
+        finally:
+            conn.close()
+
+    def topic(self, shape: Any, prefix: str) -> str:
+        from devstack.kafka import create_topic
+
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        create_topic(self.stack.bootstrap, name, shape.partitions)
+        return name
+
+    def prefill(self, shape: Any, rows: int, prefix: str, *, close: bool = True) -> tuple[str, Any]:
+        from benchmarks.workload import prefill
+
+        topic = self.topic(shape, prefix)
+        t0 = time.perf_counter()
+        produced = prefill(self.stack.bootstrap, topic, shape, rows, close=close)
+        log(
+            f"  produced {produced.records:,} records ({produced.rows:,} rows, "
+            f"{shape.label()}) to {topic} in {time.perf_counter() - t0:.1f} s"
+        )
+        return topic, produced
+
+    def warm_up(self) -> None:
+        """One tiny query through each kind of plan, so every measured query runs warm."""
+        from benchmarks import spark_queries as q
+        from benchmarks.workload import Shape
+
+        shape = Shape(2, 10, 100)
+        topic, prod = self.prefill(shape, 1000, "warm")
+        kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+        src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, 1000)
+        q.measure("warm-bare", q.to_noop(q.trivial_stateful(src), "warm_bare"), **kw)
+        q.measure(
+            "warm-pipeline",
+            q.pipeline(self.spark, self.stack, topic, 1000, f"warm-{uuid.uuid4().hex[:6]}"),
+            **kw,
+        )
+
+    # -- 1 + 2: ceilings and the pipeline on the same data -------------------------------------
+
+    def ceilings(self) -> None:
+        from benchmarks import spark_queries as q
+        from benchmarks.kafka_source import raw_rate
+        from benchmarks.workload import Shape
+
+        s = self.sizes
+        shape = Shape(4, 10, 100)
+        topic, prod = self.prefill(shape, s.main_rows, "main")
+        self.results["main"] = {
+            "shape": shape.label(),
+            "topic": topic,
+            "records": prod.records,
+            "rows": prod.rows,
+            "row_bytes": prod.row_bytes,
+            "value_bytes": prod.value_bytes,
+            "max_offsets_per_trigger": s.max_offsets,
+        }
+        self.main_topic, self.main_prod, self.main_shape = topic, prod, shape
+        rows_per_record = prod.rows / prod.records
+        runs: dict[str, Any] = {}
+
+        log("ceiling: broker consume rate (one confluent-kafka consumer)")
+        rec_s = raw_rate(self.stack.bootstrap, topic, shape.partitions, prod.records)
+        runs["broker"] = {
+            "name": "broker",
+            "rows_per_s": rec_s * rows_per_record,
+            "records_per_s": rec_s,
+            "mb_per_s": rec_s * rows_per_record * prod.row_bytes / prod.rows / 1e6,
+        }
+
+        log("ceiling: emulator ingest of the same rows (batch-sized transactions)")
+        runs["emulator"] = emulator_ingest(self, prod, rows_per_record)
+
+        self.warm_up()
+        kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+
+        def src() -> Any:
+            return q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+
+        plans = [
+            ("source_only", lambda: q.to_noop(src(), "b_source")),
+            ("bare_stateful", lambda: q.to_noop(q.trivial_stateful(src()), "b_bare")),
+            ("source_assembler", lambda: q.to_noop(q.real_assembler(src()), "b_asm")),
+            (
+                "passthrough",
+                lambda: q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt"),
+            ),
+            (
+                "pipeline",
+                lambda: q.pipeline(
+                    self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
+                ),
+            ),
+        ]
+        for name, plan in plans:
+            log(f"in-process: {name}")
+            if name in ("passthrough", "pipeline"):
+                self.truncate()
+            run = q.measure(name, plan(), **kw)
+            runs[name] = run.as_dict()
+            log(
+                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s; "
+                f"wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+            )
+        pipe = runs["pipeline"]
+        ratios = {
+            k: pipe["rows_per_s"] / v["rows_per_s"]
+            for k, v in runs.items()
+            if k != "pipeline" and v.get("rows_per_s")
+        }
+        ratios_cpu = {
+            k: pipe["rows_per_cpu_s"] / v["rows_per_cpu_s"]
+            for k, v in runs.items()
+            if k != "pipeline" and v.get("rows_per_cpu_s")
+        }
+        self.results["ceilings"] = {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
+
+    # -- 3: the assembler alone ------------------------------------------------------------------
+
+    def assembler(self) -> None:
+        from benchmarks import assembler_spark
+        from benchmarks.workload import Shape
+
+        log("assembler alone (parquet feed): real state machine vs trivial function")
+        res = assembler_spark.run(
+            self.spark,
+            self.out / "work",
+            Shape(4, 10, 100),
+            self.sizes.asm_rows,
+            self.sizes.max_offsets,
+        )
+        self.results["assembler"] = res
+        log(
+            f"  real {res['real']['rows_per_s']:,.0f} rows/s, trivial "
+            f"{res['trivial']['rows_per_s']:,.0f} rows/s, ratio {res['ratio']:.2f}"
+        )
+
+    # -- 4: scaling ------------------------------------------------------------------------------
+
+    def sweeps(self) -> None:
+        from benchmarks import spark_queries as q
+        from benchmarks.workload import Shape
+
+        s = self.sizes
+        points = {
+            "partitions": [Shape(1, 10, 100), Shape(4, 10, 100), Shape(16, 10, 100)],
+            "txn_rows": [Shape(4, 1, 100), Shape(4, 10, 100), Shape(4, 1000, 100)],
+            "row_bytes": [Shape(4, 10, 100), Shape(4, 10, 1000)],
+        }
+        done: dict[Shape, dict[str, Any]] = {}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for axis, shapes in points.items():
+            out[axis] = []
+            for shape in shapes:
+                if shape not in done:
+                    # Transactions of 1000 rows: at least 8 per partition.
+                    rows = max(s.sweep_rows, shape.partitions * shape.txn_rows * 8)
+                    if shape.txn_rows >= 1000 and s is QUICK:
+                        rows = shape.partitions * shape.txn_rows * 2
+                    topic, prod = self.prefill(shape, rows, "sweep")
+                    kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+                    src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+                    bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
+                    self.truncate()
+                    pipe = q.measure(
+                        "pipeline",
+                        q.pipeline(
+                            self.spark,
+                            self.stack,
+                            topic,
+                            s.max_offsets,
+                            f"sweep-{uuid.uuid4().hex[:6]}",
+                        ),
+                        **kw,
+                    )
+                    done[shape] = {
+                        "shape": shape.label(),
+                        "partitions": shape.partitions,
+                        "txn_rows": shape.txn_rows,
+                        "row_bytes": shape.row_bytes,
+                        "rows": prod.rows,
+                        "pipeline": pipe.as_dict(),
+                        "bare_stateful": bare.as_dict(),
+                        "ratio": pipe.rows_per_s / bare.rows_per_s if bare.rows_per_s else 0.0,
+                    }
+                    log(
+                        f"  {shape.label()}: pipeline {pipe.rows_per_s:,.0f} rows/s "
+                        f"({pipe.mb_per_s:.2f} MB/s), bare {bare.rows_per_s:,.0f} rows/s"
+                    )
+                out[axis].append(done[shape])
+        self.results["sweeps"] = out
+
+    def latency(self) -> None:
+        """Visibility latency vs trigger interval, in process, at a steady moderate rate."""
+        from benchmarks import spark_queries as q
+        from benchmarks.e2e import percentiles
+        from benchmarks.workload import Shape, SteadyProducer, VisibilitySampler
+
+        s = self.sizes
+        shape = Shape(4, 10, 100)
+        out = []
+        for trigger_ms in (250, 1000, 5000):
+            topic = self.topic(shape, "lat")
+            name = f"lat{trigger_ms}-{uuid.uuid4().hex[:4]}"
+            ckpt = self.out / "work" / name
+            query = q.start_pipeline_streaming(
+                self.spark, self.stack, topic, str(ckpt), name, trigger_ms, s.max_offsets
+            )
+            sampler = VisibilitySampler(self.stack.connect, name, topic)
+            producer = SteadyProducer(self.stack.bootstrap, topic, shape, s.trigger_rate)
+            try:
+                sampler.start()
+                producer.start()
+                # Measure trigger_run_s of steady state after the first commit (the first
+                # batch of a new query includes planning and worker start-up).
+                if not sampler.first_advance.wait(180):
+                    raise RuntimeError("nothing became visible within 180 s")
+                time.sleep(s.trigger_run_s)
+                if not query.isActive:
+                    raise RuntimeError(f"latency query died: {query.exception()}")
+                producer.stop_event.set()
+                producer.join(30)
+                ends = list(producer.produced.ends)
+                deadline = time.monotonic() + 60 + trigger_ms / 1000
+                while time.monotonic() < deadline and len(sampler.latencies_ms(ends)) < len(ends):
+                    time.sleep(0.2)
+            finally:
+                sampler.stop_event.set()
+                sampler.join(5)
+                query.stop()
+                q.drop_listeners()
+            pairs = sampler.latencies_ms(list(producer.produced.ends))
+            first_visible = min((ts + lat for ts, lat in pairs), default=0.0)
+            warm = [lat for ts, lat in pairs if ts >= first_visible]
+            res = {
+                "trigger_ms": trigger_ms,
+                "rate_txn_s": s.trigger_rate,
+                "rate_rows_s": s.trigger_rate * shape.txn_rows,
+                "transactions": producer.produced.transactions,
+                "visible": len(pairs),
+                "latency": percentiles(warm),
+                "latency_all": percentiles([lat for _, lat in pairs]),
+                "samples": sorted(warm),
+            }
+            out.append(res)
+            lat = res["latency"]
+            log(
+                f"  trigger {trigger_ms} ms: p50 {lat.get('p50', 0):.0f} p95 "
+                f"{lat.get('p95', 0):.0f} p99 {lat.get('p99', 0):.0f} ms "
+                f"({len(warm)}/{producer.produced.transactions} txns)"
+            )
+        self.results["latency_vs_trigger"] = out
+
+    def state(self) -> None:
+        """State-store and worker memory with one open transaction per partition."""
+        from benchmarks import spark_queries as q
+        from benchmarks.procstat import RssSampler
+        from benchmarks.workload import Shape
+
+        s = self.sizes
+        out = []
+        for open_rows in s.open_rows:
+            shape = Shape(s.open_partitions, open_rows, 100)
+            topic, prod = self.prefill(shape, 0, "open", close=False)
+            df = q.real_assembler(
+                q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+            )
+            rss = RssSampler([os.getpid()], only_roles=("jvm", "python-worker"))
+            rss.start()
+            run = q.measure(
+                "open", q.to_noop(df, "b_open"), records=prod.records, rows=prod.rows,
+                row_bytes=prod.row_bytes, keep_last=True,
+            )  # fmt: skip
+            memory = rss.stop()
+            op = run.extra.get("state", {})
+            res = {
+                "open_txns": shape.partitions,
+                "open_rows_per_txn": open_rows,
+                "open_rows": prod.rows,
+                "open_row_json_mb": prod.row_bytes / 1e6,
+                "state_rows": op.get("numRowsTotal"),
+                "state_memory_mb": (op.get("memoryUsedBytes") or 0) / 1e6,
+                "state_custom": op.get("customMetrics", {}),
+                "rss": memory,
+            }
+            out.append(res)
+            log(
+                f"  {shape.partitions} open txns x {open_rows} rows: state store "
+                f"{res['state_memory_mb']:.1f} MB (row JSON {res['open_row_json_mb']:.1f} MB), "
+                f"workers peak {memory.get('python-worker_mb', 0):.0f} MB"
+            )
+        self.results["state_memory"] = out
+
+    # -- 5: as users run it ------------------------------------------------------------------------
+
+    def e2e(self, profile: bool, catchup: bool = True, steady: bool = True) -> None:
+        from benchmarks.workload import Shape
+
+        self.stop_spark()  # the spark-submit runs get the machine to themselves
+        s = self.sizes
+        if catchup and not hasattr(self, "main_topic"):
+            shape = Shape(4, 10, 100)
+            self.main_topic, self.main_prod = self.prefill(shape, s.main_rows, "main")
+            self.main_shape = shape
+        if catchup:
+            self.e2e_catchup(self.main_topic, self.main_prod, self.main_shape, profile)
+        if steady:
+            self.e2e_steady()
+
+    def e2e_catchup(self, topic: str, prod: Any, shape: Any, profile: bool) -> None:
+        from benchmarks import e2e
+        from devstack.stack import topic_end_offsets
+
+        s = self.sizes
+        self.truncate()
+        log("spark-submit: catch-up on the pre-filled topic" + (" (py-spy)" if profile else ""))
+        workdir = self.out / "work" / "catchup"
+        prof_dir = self.out / "profile" if profile else None
+        if prof_dir is not None:
+            prof_dir.mkdir(parents=True, exist_ok=True)
+        ends = topic_end_offsets(self.stack.bootstrap, topic, shape.partitions)
+        res = e2e.catch_up(
+            self.stack, topic, workdir, prod.rows, prod.row_bytes // max(1, prod.rows),
+            s.max_offsets, prof_dir, ends,
+        )  # fmt: skip
+        if prof_dir is not None:
+            from benchmarks.profile import summarize
+
+            res["profile_summary"] = {
+                role: summarize(Path(path)) for role, path in res["profiles"].items()
+            }
+        self.results["e2e_catchup"] = res
+        log(
+            f"  {res.get('rows_per_s', 0):,.0f} rows/s from query start "
+            f"({res.get('steady_rows_per_s', 0):,.0f} after the first batch), "
+            f"caught up: {res['caught_up']}"
+        )
+
+    def e2e_steady(self) -> None:
+        from benchmarks import e2e
+        from benchmarks.workload import Shape
+
+        s = self.sizes
+        log("spark-submit: steady rate, visibility latency")
+        shape = Shape(4, 10, 100)
+        topic = self.topic(shape, "steady")
+        res = e2e.steady(
+            self.stack, topic, self.out / "work" / "steady", shape, s.steady_rate, s.steady_s, 1000
+        )
+        self.results["e2e_steady"] = res
+        lat = res["latency"]
+        log(
+            f"  {res['rate_rows_s']:.0f} rows/s offered, trigger 1 s: p50 {lat.get('p50', 0):.0f} "
+            f"p95 {lat.get('p95', 0):.0f} p99 {lat.get('p99', 0):.0f} ms"
+        )
+
+
+def emulator_ingest(bench: Bench, prod: Any, rows_per_record: float) -> dict[str, Any]:
+    """The emulator alone: the main data set's rows as batch-sized multi-table transactions."""
+    import requests
+
+    from benchmarks.emulator_ingest import call, cpu_seconds
+    from benchmarks.workload import DATABASE, TABLE, Shape, row_json
+
+    emu = bench.stack.emulator
+    assert emu is not None
+    bench.truncate()
+    shape: Shape = bench.main_shape
+    per_txn = max(1, int(bench.sizes.max_offsets * rows_per_record))
+    bodies: list[bytes] = []
+    parts: list[bytes] = []
+    n = 0
+    n_txns = prod.rows // shape.txn_rows
+    for t in range(n_txns):
+        p = t % shape.partitions
+        for seq in range(shape.txn_rows):
+            row = json.loads(
+                row_json((p << 40) | (t * shape.txn_rows + seq), t, seq, 0, shape.row_bytes)
+            )
+            row["__op"] = 0
+            parts.append(json.dumps(row, separators=(",", ":")).encode())
+            n += 1
+            if len(parts) >= per_txn:
+                bodies.append(b"[" + b",".join(parts) + b"]")
+                parts = []
+    if parts:
+        bodies.append(b"[" + b",".join(parts) + b"]")
+    session = requests.Session()
+    load_h = {"format": "json", "strip_outer_array": "true"}
+    cpu0 = cpu_seconds(emu.pid)
+    t0 = time.perf_counter()
+    for i, body in enumerate(bodies):
+        base = {
+            "label": f"ceiling-{uuid.uuid4().hex[:8]}-{i}",
+            "db": DATABASE,
+            "timeout": "600",
+            "transaction_type": "multi",
+        }
+        call(session, emu, "begin", base)
+        call(session, emu, "load", {**base, **load_h, "table": TABLE}, body)
+        call(session, emu, "commit", base)
+    secs = time.perf_counter() - t0
+    cpu = cpu_seconds(emu.pid) - cpu0
+    row_bytes = prod.row_bytes
+    return {
+        "name": "emulator",
+        "rows": n,
+        "transactions": len(bodies),
+        "wall_s": secs,
+        "rows_per_s": n / secs,
+        "mb_per_s": row_bytes / 1e6 / secs,
+        "emulator_cpu_s": cpu,
+        "rows_per_cpu_s": n / cpu if cpu else 0.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="tiny sizes (smoke test of the harness)")
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "results" / "bench")
+    p.add_argument("--skip", default="", help=f"comma-separated parts to skip: {','.join(PARTS)}")
+    p.add_argument("--steady-rate", type=float, help="txn/s (10 rows each) of the steady run")
+    p.add_argument("--steady-s", type=float, help="seconds of steady state measured")
+    a = p.parse_args(argv)
+    skip = {x.strip() for x in a.skip.split(",") if x.strip()}
+    unknown = skip - set(PARTS)
+    if unknown:
+        p.error(f"unknown parts {sorted(unknown)}; known: {PARTS}")
+    sizes = QUICK if a.quick else FULL
+    if a.steady_rate is not None:
+        sizes = replace(sizes, steady_rate=a.steady_rate)
+    if a.steady_s is not None:
+        sizes = replace(sizes, steady_s=a.steady_s)
+    # Executors import benchmarks.* (the trivial function, the pass-through loader).
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+    )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    out: Path = a.out.resolve()
+    for sub in ("stack", "work", "profile"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from benchmarks import spark_queries
+
+    (out / "work" / "checkpoints").mkdir(parents=True)
+    spark_queries.CHECKPOINT_ROOT = str(out / "work" / "checkpoints")
+    bench = Bench(out, sizes)
+    env = {
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "loadavg_start": loadavg(),
+        "other_load_start": other_load(),
+        "quick": a.quick,
+        "sizes": sizes.__dict__,
+    }
+    bench.results["env"] = env
+    started = time.monotonic()
+    load_samples: list[float] = []
+    stop_load = threading.Event()
+
+    def sample_load() -> None:
+        while not stop_load.wait(5):
+            load_samples.append(float(loadavg().split()[0]))
+
+    threading.Thread(target=sample_load, daemon=True).start()
+    log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
+    try:
+        bench.stack.start()
+        bench.ddl()
+        steps = [
+            ("ceilings", bench.ceilings),
+            ("assembler", bench.assembler),
+            ("sweeps", bench.sweeps),
+            ("latency", bench.latency),
+            ("state", bench.state),
+            (
+                "e2e",
+                lambda: bench.e2e(
+                    "profile" not in skip, "catchup" not in skip, "steady" not in skip
+                ),
+            ),
+        ]
+        errors: dict[str, str] = {}
+        bench.results["errors"] = errors
+        for part, step in steps:
+            if part in skip:
+                continue
+            try:
+                step()
+            except Exception as e:  # one broken part must not lose the others' numbers
+                log(f"PART {part} FAILED: {type(e).__name__}: {e}")
+                traceback.print_exc()
+                errors[part] = f"{type(e).__name__}: {str(e)[:500]}"
+    finally:
+        stop_load.set()
+        bench.stop_spark()
+        bench.stack.stop()
+        env["loadavg_end"] = loadavg()
+        env["loadavg_1m_mean"] = sum(load_samples) / len(load_samples) if load_samples else None
+        env["loadavg_1m_max"] = max(load_samples, default=None)
+        env["other_load_end"] = other_load()
+        env["duration_s"] = time.monotonic() - started
+        (out / "results.json").write_text(json.dumps(bench.results, indent=2, default=str))
+    from benchmarks.report import write_report
+
+    summary = write_report(bench.results, out)
+    print()
+    print(summary)
+    log(f"report: {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -213,7 +213,7 @@ def start_query(
     events: DataFrame | None = None,
 ) -> StreamingQuery:
     """Wire source, assembler and sink and start the streaming query."""
-    spark.streams.addListener(ProgressListener(reporter))
+    spark.streams.addListener(ProgressListener(reporter, config.pipeline.name))
     source = events if events is not None else read_events(spark, config)
     assembled = assemble_transactions(source, config.assembler)
     rows = to_sink_rows(assembled, config)

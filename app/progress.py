@@ -95,8 +95,10 @@ class ProgressReporter:
 class ProgressListener(StreamingQueryListener):
     """Forwards Spark's per-batch progress to the reporter (driver, Spark's listener bus)."""
 
-    def __init__(self, reporter: ProgressReporter) -> None:
+    def __init__(self, reporter: ProgressReporter, query_name: str) -> None:
         self._reporter = reporter
+        # Listeners are per session: only this pipeline's query is ours.
+        self._query_name = query_name
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's method names
         """Nothing to show yet."""
@@ -104,12 +106,19 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         """One micro-batch finished."""
         progress = event.progress
+        if progress.name != self._query_name:
+            return
         ends: dict[str, Any] = {}
         for source in progress.sources:
             try:
-                ends.update(json.loads(source.endOffset or "{}"))
+                offsets = json.loads(source.endOffset or "{}")
             except (TypeError, ValueError):
-                log.debug("progress: unparsable endOffset=%s", source.endOffset)
+                offsets = None
+            # Kafka-style {"topic": {"partition": offset}}; other sources are not counted.
+            if isinstance(offsets, dict):
+                ends.update({t: p for t, p in offsets.items() if isinstance(p, dict)})
+            else:
+                log.debug("progress: endOffset not per partition: %s", source.endOffset)
         self._reporter.on_progress(progress.batchId, int(progress.numInputRows), ends)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802

@@ -36,8 +36,6 @@ DEFAULTS: dict[str, Any] = {
         "checkpoint-location": "var/checkpoints/cdc",
         # Number of state-store partitions; frozen into the checkpoint at the first run.
         "state-partitions": 2,
-        # Stop once everything available at start has been processed (demo, backfill).
-        "available-now": False,
         "progress": "line",
     },
     "source": {
@@ -82,7 +80,6 @@ class PipelineSettings:
     checkpoint_location: str
     trigger_interval_ms: int
     state_partitions: int
-    available_now: bool
     progress: Literal["line", "quiet"]
 
 
@@ -227,7 +224,6 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
             starrocks, "starrocks", "sink.buffer-flush.interval-ms", minimum=0
         ),
         state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
-        available_now=_bool(section, "pipeline", "available-now"),
         progress="line" if progress == "line" else "quiet",
     )
 

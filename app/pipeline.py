@@ -223,11 +223,8 @@ def start_query(
         .option("checkpointLocation", config.pipeline.checkpoint_location)
         .outputMode("append")
     )
-    if config.pipeline.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        # One sink transaction per micro-batch: the trigger interval is the commit interval.
-        writer = writer.trigger(
-            processingTime=f"{config.pipeline.trigger_interval_ms} milliseconds"
-        )
+    # One sink transaction per micro-batch: the trigger interval is the commit interval.
+    # (No availableNow mode: with processing-time timeouts Spark always asks for another
+    # batch, so such a query would never end.)
+    writer = writer.trigger(processingTime=f"{config.pipeline.trigger_interval_ms} milliseconds")
     return writer.start()

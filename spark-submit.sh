@@ -34,9 +34,12 @@ if [[ "$("$PYTHON" "$here/app/main.py" "$@" --get source.format)" == "kafka" ]];
 fi
 
 # Executors import the project: ship it as a zip unless they have it installed.
+# One zip per submission: pipelines started side by side must not rewrite each other's file
+# while their workers read it. Day-old ones are swept.
 mkdir -p "$here/build"
-zip_path="$here/build/cdc-pyfiles.zip"
-(cd "$here" && rm -f "$zip_path" && "$PYTHON" - "$zip_path" <<'PY'
+find "$here/build" -name 'cdc-pyfiles-*.zip' -mmin +1440 -delete 2>/dev/null || true
+zip_path="$(mktemp "$here/build/cdc-pyfiles-XXXXXXXX.zip")"
+(cd "$here" && "$PYTHON" - "$zip_path" <<'PY'
 import pathlib, sys, zipfile
 # Bytecode in the zip: executors' Python workers would otherwise compile the whole project
 # from source on every start (a third of the first batch's worker time in the profile).

@@ -89,30 +89,34 @@ class AssembleGroup:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
         if step.outputs:
-            yield pd.DataFrame([row.as_tuple() for row in step.outputs], columns=OUTPUT_COLUMNS)
+            # Output rows are named tuples in OUTPUT_FIELDS order.
+            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
 
 
 def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
     # Chunks of one group arrive in no guaranteed order; the core sorts by offset.
+    # tolist() yields Python ints and bytes in C; this loop runs once per Kafka record.
     for chunk in chunks:
         if chunk.empty:
             continue
-        offsets = chunk["offset"].to_numpy()
-        values = chunk["value"].to_numpy()
+        offsets = chunk["offset"].tolist()
+        values = chunk["value"].tolist()
         stamps = _epoch_ms(chunk["timestamp"])
         for offset, value, stamp in zip(offsets, values, stamps, strict=True):
-            yield SourceRecord(
-                topic=topic,
-                partition=partition,
-                offset=int(offset),
-                value=None if value is None else bytes(value),
-                timestamp_ms=stamp,
-            )
+            yield SourceRecord(topic, partition, offset, value, stamp)
 
 
 def _epoch_ms(column: pd.Series) -> list[int | None]:
+    """Epoch milliseconds of a timestamp column (any datetime unit, naive UTC or aware)."""
     if column.isna().all():
         return [None] * len(column)
-    stamps = pd.to_datetime(column)
-    millis = stamps.astype("int64") // 1_000_000
-    return [None if missing else int(ms) for ms, missing in zip(millis, stamps.isna(), strict=True)]
+    is_datetime = pd.api.types.is_datetime64_any_dtype(column.dtype)
+    stamps = column if is_datetime else pd.to_datetime(column)
+    tz = getattr(stamps.dtype, "tz", None)
+    millis: list[int] = (
+        stamps.astype("datetime64[ms, UTC]" if tz is not None else "datetime64[ms]")
+        .astype("int64")
+        .tolist()
+    )
+    missing = stamps.isna().tolist()
+    return [None if gone else ms for ms, gone in zip(millis, missing, strict=True)]

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,12 +30,14 @@ from app.assembly import assemble_transactions
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from assembler.output import KIND_REJECT, KIND_ROW
+from sinks.base import TARGET_STATS_KEYS, TargetStats, target_stats_aggregates
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
+_TABLE_KEYS = ("database", "table")
 
 # Spark's batch-execution thread carries the (checkpoint-persistent) query id as a local
 # property; foreachBatch runs on that thread's Python callback.
@@ -44,7 +47,9 @@ QUERY_ID_PROPERTY = "sql.streaming.queryId"
 class BatchSink(Protocol):
     """What the pipeline needs of a sink (see ``sinks.base.Sink``)."""
 
-    def write_batch(self, batch_df: DataFrame, batch_id: int) -> Any:
+    def write_batch(
+        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+    ) -> Any:
         """Make the batch visible exactly once; idempotent per (query id, batch id)."""
 
 
@@ -119,14 +124,15 @@ class BatchWriter:
         self._reporter.current_batch = batch_id
         df = batch_df.persist()
         try:
-            stats = _count(df, batch_id)
-            if self._config.dead_letter.destination == "file":
+            to_file = self._config.dead_letter.destination == "file"
+            stats, targets = _count(df, batch_id, dead_letters_to_sink=not to_file)
+            if to_file:
                 _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
                 df_out = df.filter(F.col("kind") == F.lit(KIND_ROW))
             else:
                 df_out = df
             sink_started = time.monotonic()
-            result = self._sink.write_batch(df_out, batch_id)
+            result = self._sink.write_batch(df_out, batch_id, targets)
             stats.sink_ms = (time.monotonic() - sink_started) * 1000
             stats.label = getattr(result, "label", None)
             stats.skipped = bool(getattr(result, "skipped", False))
@@ -147,30 +153,53 @@ class BatchWriter:
         self._reporter.record(stats)
 
 
-def _count(df: DataFrame, batch_id: int) -> BatchStats:
-    """One small aggregate per source partition (at most a few hundred rows to the driver)."""
+def _count(
+    df: DataFrame, batch_id: int, *, dead_letters_to_sink: bool
+) -> tuple[BatchStats, list[TargetStats]]:
+    """The batch's one aggregate job: progress-line counts and the sink's target stats.
+
+    Grouped by source partition, kind and target table: a few rows per source partition to
+    the driver. The sink gets the groups it will load (REJECT rows only when dead letters
+    go to the sink), so it need not aggregate the batch again.
+    """
     is_row = F.col("kind") == KIND_ROW
-    is_reject = F.col("kind") == KIND_REJECT
+    keys = [F.col(k) for k in TARGET_STATS_KEYS]
+    if not dead_letters_to_sink:
+        # Rejects keep their events' tables here: group them without, as the sink never
+        # sees them.
+        keys = [
+            F.when(is_row, F.col(k)).alias(k) if k in _TABLE_KEYS else F.col(k)
+            for k in TARGET_STATS_KEYS
+        ]
+    # One group per rejected transaction (first_offset), so that rejected transactions are
+    # counted without a distinct aggregate (which would add a shuffle to every batch).
+    rejected_txn = F.when(~is_row, F.col("first_offset")).alias("rejected_txn")
     groups = (
-        df.groupBy("topic", "partition")
+        df.groupBy(*keys, "kind", rejected_txn)
         .agg(
-            F.sum(F.when(is_row, 1).otherwise(0)).alias("rows"),
+            *target_stats_aggregates(),
             F.sum(F.when(is_row & F.col("is_txn_end"), 1).otherwise(0)).alias("txns"),
-            F.sum(F.when(is_reject, 1).otherwise(0)).alias("rejects"),
-            F.countDistinct(F.when(is_reject, F.col("first_offset"))).alias("rejected_txns"),
-            F.max("last_offset").alias("emitted"),
         )
         .collect()
     )
     stats = BatchStats(batch_id=batch_id)
+    targets = []
+    rejected: set[tuple[str, int, int]] = set()
     for g in groups:
-        stats.rows += int(g["rows"] or 0)
-        stats.transactions += int(g["txns"] or 0)
-        stats.rejected_records += int(g["rejects"] or 0)
-        stats.rejected_transactions += int(g["rejected_txns"] or 0)
-        if g["emitted"] is not None:
-            stats.emitted[(str(g["topic"]), int(g["partition"]))] = int(g["emitted"])
-    return stats
+        target = TargetStats.from_row(g)
+        if g["kind"] == KIND_ROW:
+            stats.rows += target.rows
+            stats.transactions += int(g["txns"] or 0)
+        else:
+            stats.rejected_records += target.rows
+            rejected.add((target.topic, target.partition, int(g["rejected_txn"])))
+        if target.last_offset >= 0:
+            key = (target.topic, target.partition)
+            stats.emitted[key] = max(target.last_offset, stats.emitted.get(key, -1))
+        if g["kind"] == KIND_ROW or dead_letters_to_sink:
+            targets.append(target)
+    stats.rejected_transactions = len(rejected)
+    return stats, targets
 
 
 def _write_dead_letter_file(

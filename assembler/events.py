@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -53,8 +52,7 @@ class Op(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
     DELETE = "DELETE"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One decoded CDC event; field names and order as in ``conf/events.avsc``.
 
     ``type`` is the raw string so that an unknown type is representable and goes through the

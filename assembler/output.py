@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 KIND_ROW = "ROW"
 KIND_REJECT = "REJECT"
@@ -32,8 +32,7 @@ def output_ddl() -> str:
     return ", ".join(f"`{name}` {ddl}" for name, ddl in OUTPUT_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
-class OutputRow:
+class OutputRow(NamedTuple):
     """One output row; fields in :data:`OUTPUT_FIELDS` order.
 
     ROW: one row of a complete source transaction. ``txn_seq`` numbers the partition's emitted
@@ -61,40 +60,6 @@ class OutputRow:
     source_ts_ms: int | None
     reason: str | None
 
-    def as_tuple(
-        self,
-    ) -> tuple[
-        str,
-        str,
-        int,
-        str | None,
-        int | None,
-        int,
-        str | None,
-        str | None,
-        str | None,
-        str | None,
-        bool,
-        int,
-        int,
-        int | None,
-        str | None,
-    ]:
-        """The row as a plain tuple in :data:`OUTPUT_FIELDS` order (cheap; no deep copy)."""
-        return (
-            self.kind,
-            self.topic,
-            self.partition,
-            self.txn_id,
-            self.txn_seq,
-            self.row_seq,
-            self.database,
-            self.table,
-            self.op,
-            self.row,
-            self.is_txn_end,
-            self.first_offset,
-            self.last_offset,
-            self.source_ts_ms,
-            self.reason,
-        )
+    def as_tuple(self) -> tuple[Any, ...]:
+        """The row as a plain tuple in :data:`OUTPUT_FIELDS` order (it already is one)."""
+        return tuple(self)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class SourceRecord:
+class SourceRecord(NamedTuple):
     """One Kafka record as the Spark source delivers it (topic, partition, offset, value).
 
     ``value`` is the raw event bytes (``None`` for a tombstone, which the assembler rejects

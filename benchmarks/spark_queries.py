@@ -177,7 +177,8 @@ def measure(
         _epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
         for p in with_data
     )
-    extra: dict[str, Any] = {}
+    in_order = sorted(with_data, key=lambda p: int(p["batchId"]))
+    extra: dict[str, Any] = {"durations_ms": [dict(p["durationMs"]) for p in in_order]}
     if keep_last:
         last = max(with_data, key=lambda p: int(p["batchId"]))
         ops = last.get("stateOperators") or []

@@ -16,10 +16,67 @@ it. Whether a batch is atomic across target tables is sink-specific and document
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame, Row
+
+#: Grouping keys of :class:`TargetStats` (columns of the sink input).
+TARGET_STATS_KEYS = ("topic", "partition", "database", "table")
+
+
+@dataclass(frozen=True)
+class TargetStats:
+    """One (source partition, target table) of a batch: what a sink checks before loading.
+
+    A sink aggregates these itself; a caller that aggregates the batch anyway (the app's
+    progress line) can fold :func:`target_stats_aggregates` into its own ``groupBy`` over
+    :data:`TARGET_STATS_KEYS` and pass the result, which saves one Spark job per batch.
+    """
+
+    topic: str
+    partition: int
+    database: str | None
+    table: str | None
+    rows: int
+    last_offset: int
+    last_txn_id: str
+    sample_txn_id: str
+
+    @classmethod
+    def from_row(cls, row: Row) -> TargetStats:
+        """From a row of ``groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates())``."""
+        last = row["_ts_last_offset"]
+        return cls(
+            topic=str(row["topic"]),
+            partition=int(row["partition"]),
+            database=row["database"],
+            table=row["table"],
+            rows=int(row["_ts_rows"]),
+            last_offset=int(last) if last is not None else -1,
+            last_txn_id=str(row["_ts_last_txn_id"] or ""),
+            sample_txn_id=str(row["_ts_sample_txn_id"] or ""),
+        )
+
+
+def target_stats_aggregates() -> list[Column]:
+    """The aggregate columns :meth:`TargetStats.from_row` reads (names start with ``_ts_``)."""
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark alias
+
+    return [
+        F.count(F.lit(1)).alias("_ts_rows"),
+        F.max("last_offset").alias("_ts_last_offset"),
+        F.max_by("txn_id", "last_offset").alias("_ts_last_txn_id"),
+        F.min("txn_id").alias("_ts_sample_txn_id"),
+    ]
+
+
+def collect_target_stats(df: DataFrame) -> list[TargetStats]:
+    """One small aggregate job: the batch's :class:`TargetStats`."""
+    rows: Iterable[Row] = df.groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates()).collect()
+    return [TargetStats.from_row(r) for r in rows]
 
 
 class Sink(abc.ABC):
@@ -38,11 +95,15 @@ class Sink(abc.ABC):
         """
 
     @abc.abstractmethod
-    def write_batch(self, batch_df: DataFrame, batch_id: int) -> Any:
+    def write_batch(
+        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+    ) -> Any:
         """Write one micro-batch (driver, from ``foreachBatch``); idempotent per batch id.
 
         Calling it again with the same ``batch_id`` (after a crash or an exception) and the
-        same data is safe: an already-applied batch is detected and skipped.
+        same data is safe: an already-applied batch is detected and skipped. ``stats``, when
+        given, must be the :class:`TargetStats` of exactly ``batch_df``; the sink then does
+        not aggregate the batch itself.
 
         Returns:
             Sink-specific per-batch statistics for progress display.

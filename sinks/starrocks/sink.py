@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from common.errors import Terminal, Transient
-from sinks.base import Sink
+from sinks.base import Sink, TargetStats, collect_target_stats
 from sinks.exceptions import SinkError, SinkTerminalError, SinkTransientError
 from sinks.starrocks.client import Backoff, StarRocksClient
 from sinks.starrocks.config import StarRocksSinkConfig
@@ -113,18 +113,6 @@ class BatchResult:
     def bytes(self) -> int:
         """JSON bytes sent for data tables."""
         return sum(self.bytes_per_table.values())
-
-
-@dataclass(frozen=True)
-class _GroupStat:
-    topic: str
-    partition: int
-    database: str | None
-    table: str | None
-    rows: int
-    last_offset: int
-    last_txn_id: str
-    sample_txn_id: str
 
 
 class StarRocksSink(Sink):
@@ -224,12 +212,15 @@ class StarRocksSink(Sink):
             state,
         )
 
-    def write_batch(self, batch_df: DataFrame, batch_id: int) -> BatchResult:
+    def write_batch(
+        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+    ) -> BatchResult:
         """Write one micro-batch exactly once (driver, from ``foreachBatch``).
 
         An empty batch writes nothing and opens no transaction (the progress table then
         keeps the previous cut, which is still correct). See the module docstring for the
         two modes and :meth:`_write_multi` / :meth:`_write_per_table` for the steps.
+        ``stats`` (see :class:`sinks.base.TargetStats`) saves the sink's own aggregate job.
         """
         started = time.monotonic()
         query_id = self._query_id_provider()
@@ -249,19 +240,19 @@ class StarRocksSink(Sink):
             # upstream (stateful) plan is not recomputed.
             level = batch_df.storageLevel
             df = batch_df.select(*INPUT_COLUMNS)
-            cached_here = not (level.useMemory or level.useDisk)
+            cached_here = stats is None and not (level.useMemory or level.useDisk)
             if cached_here:
                 df = df.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                stats = self._collect_stats(df)
-                if not stats:
+                targets = list(stats) if stats is not None else collect_target_stats(df)
+                if not targets:
                     result = BatchResult(batch_id=batch_id, outcome="empty")
                 else:
-                    self._validate_targets(stats)
+                    self._validate_targets(targets)
                     if self.config.multi_table:
-                        result = self._write_multi(df, batch_id, query_id, stats, attempt)
+                        result = self._write_multi(df, batch_id, query_id, targets, attempt)
                     else:
-                        result = self._write_per_table(df, batch_id, query_id, stats)
+                        result = self._write_per_table(df, batch_id, query_id, targets)
             finally:
                 if cached_here:
                     df.unpersist()
@@ -292,7 +283,7 @@ class StarRocksSink(Sink):
     # -- multi-table mode -----------------------------------------------------------------
 
     def _write_multi(
-        self, df: DataFrame, batch_id: int, query_id: str, stats: list[_GroupStat], attempt: int
+        self, df: DataFrame, batch_id: int, query_id: str, stats: list[TargetStats], attempt: int
     ) -> BatchResult:
         """Multi-table mode: one transaction for the whole batch (DESIGN.md §5).
 
@@ -413,7 +404,7 @@ class StarRocksSink(Sink):
     # -- per-table mode --------------------------------------------------------------------
 
     def _write_per_table(
-        self, df: DataFrame, batch_id: int, query_id: str, stats: list[_GroupStat]
+        self, df: DataFrame, batch_id: int, query_id: str, stats: list[TargetStats]
     ) -> BatchResult:
         """Per-table mode: one label per table; prepare all, then commit all.
 
@@ -732,35 +723,7 @@ class StarRocksSink(Sink):
 
     # -- Spark side --------------------------------------------------------------------------
 
-    def _collect_stats(self, df: DataFrame) -> list[_GroupStat]:
-        """One small aggregate job: rows per (topic, partition, database, table)."""
-        from pyspark.sql import functions as F  # noqa: N812 - the usual Spark alias
-
-        rows = (
-            df.groupBy("topic", "partition", "database", "table")
-            .agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.max("last_offset").alias("last_offset"),
-                F.max_by("txn_id", "last_offset").alias("last_txn_id"),
-                F.min("txn_id").alias("sample_txn_id"),
-            )
-            .collect()
-        )
-        return [
-            _GroupStat(
-                topic=str(r["topic"]),
-                partition=int(r["partition"]),
-                database=r["database"],
-                table=r["table"],
-                rows=int(r["rows"]),
-                last_offset=int(r["last_offset"]) if r["last_offset"] is not None else -1,
-                last_txn_id=str(r["last_txn_id"] or ""),
-                sample_txn_id=str(r["sample_txn_id"] or ""),
-            )
-            for r in rows
-        ]
-
-    def _validate_targets(self, stats: list[_GroupStat]) -> None:
+    def _validate_targets(self, stats: list[TargetStats]) -> None:
         cfg = self.config
         for s in stats:
             where = (
@@ -797,8 +760,8 @@ class StarRocksSink(Sink):
                 self._known_tables = sql.tables(self.config.database)
         return self._known_tables
 
-    def _progress_rows(self, stats: list[_GroupStat], batch_id: int) -> list[dict[str, Any]]:
-        best: dict[tuple[str, int], _GroupStat] = {}
+    def _progress_rows(self, stats: list[TargetStats], batch_id: int) -> list[dict[str, Any]]:
+        best: dict[tuple[str, int], TargetStats] = {}
         for s in stats:
             key = (s.topic, s.partition)
             if key not in best or s.last_offset > best[key].last_offset:
@@ -884,7 +847,7 @@ def _result(
     labels: tuple[str, ...],
     attempt: int,
     reports: list[TableReport],
-    stats: list[_GroupStat],
+    stats: list[TargetStats],
     commit_ms: float,
 ) -> BatchResult:
     rows: dict[str, int] = {}

@@ -12,6 +12,7 @@ from app.assembly import OUTPUT_DDL
 from app.config import load_config
 from app.pipeline import BatchWriter, to_sink_rows
 from app.progress import ProgressReporter
+from sinks.base import TargetStats, collect_target_stats
 
 pytestmark = pytest.mark.integration
 
@@ -45,21 +46,35 @@ class RecordingSink:
 
     def __init__(self) -> None:
         self.batches: dict[int, list[dict[str, Any]]] = {}
+        self.stats: dict[int, Any] = {}
 
-    def write_batch(self, batch_df: Any, batch_id: int) -> None:
+    def write_batch(self, batch_df: Any, batch_id: int, stats: Any = None) -> None:
         self.batches[batch_id] = [r.asDict() for r in batch_df.collect()]
+        # The writer's stats must be exactly what the sink would have aggregated itself.
+        assert sorted(stats, key=repr) == sorted(collect_target_stats(batch_df), key=repr)
+        self.stats[batch_id] = stats
 
 
 def batch(spark: Any) -> Any:
-    rows = [row("ROW", "good", 0), row("REJECT", "bad", 0), row("REJECT", "bad", 1)]
+    rows = [
+        row("ROW", "good", 0),
+        row("REJECT", "bad", 0),
+        # A rejected transaction's records may name several tables; it is one transaction.
+        row("REJECT", "bad", 1, database="demo", table="order_items", last_offset=11),
+    ]
     return spark.createDataFrame(rows, OUTPUT_DDL)
 
 
 def test_rejects_travel_to_the_dead_letter_table_in_the_same_batch(spark: Any) -> None:
     config = load_config(ROOT / "conf" / "local.yaml")
     sink = RecordingSink()
-    writer = BatchWriter(sink, config, ProgressReporter(enabled=False))
+    reporter = ProgressReporter(enabled=False)
+    writer = BatchWriter(sink, config, reporter)
     writer(to_sink_rows(batch(spark), config), 3)
+    assert reporter.last is not None
+    assert (reporter.last.rows, reporter.last.rejected_records) == (1, 2)
+    assert reporter.last.rejected_transactions == 1
+    assert reporter.last.emitted == {("cdc", 0): 12}
     written = sink.batches[3]
     assert [(r["table"], r["kind"]) for r in written].count(("orders", "ROW")) == 1
     dead = [r for r in written if r["table"] == "_cdc_dead_letter"]
@@ -70,6 +85,9 @@ def test_rejects_travel_to_the_dead_letter_table_in_the_same_batch(spark: Any) -
     assert entry["pipeline"] == "orders-demo"
     assert {json.loads(d["row"])["row_seq"] for d in dead} == {0, 1}
     assert all(d["database"] == "demo" and d["op"] == "UPSERT" for d in dead)
+    by_table = {t.table: t for t in sink.stats[3]}
+    assert by_table["orders"] == TargetStats("cdc", 0, "demo", "orders", 1, 12, "good", "good")
+    assert by_table["_cdc_dead_letter"].rows == 2
 
 
 def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(

@@ -38,3 +38,35 @@ def test_progress_body_is_an_upsert_array():
 def test_report_round_trip():
     report = TableReport("orders", rows=3, bytes=40, requests=1)
     assert parse_reports([report.as_dict()]) == [report]
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ("{}", {"__op": 1}),
+        ('  \n{"id": 2}  ', {"id": 2, "__op": 1}),
+        ('{"id": 3, "__op": 0}', {"id": 3, "__op": 1}),  # the row's own __op never wins
+        ('{"big": 123456789012345678901234567890}', {"big": 123456789012345678901234567890}),
+    ],
+)
+def test_rows_are_spliced_not_reserialised(row, expected):
+    encoded = encode_row("DELETE", row, "w")
+    decoded = json.loads(encoded)
+    assert decoded == {**expected, "__op": 1}
+    assert decoded["__op"] == 1
+    # Exactly one __op key in the text, so StarRocks cannot pick the row's own.
+    assert encoded.count(b'"__op"') == 1
+
+
+def test_where_is_built_only_on_error():
+    calls = []
+
+    def where() -> str:
+        calls.append(1)
+        return "table=t topic=x partition=1 txn_id=y"
+
+    encode_row("UPSERT", '{"id": 1}', where)
+    assert calls == []
+    with pytest.raises(InvalidRequestError, match="partition=1 txn_id=y"):
+        encode_row("UPSERT", "[]", where)
+    assert calls == [1]

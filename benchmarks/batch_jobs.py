@@ -1,0 +1,136 @@
+"""Where a micro-batch's time goes: Spark jobs and stages of the pipeline, from Spark's REST API.
+
+    .venv/bin/python -m benchmarks.batch_jobs [--rows N] [--max-offsets N] [--query pipeline]
+
+Runs one query of ``benchmarks.spark_queries`` in process (Spark UI on, local[2]) on a
+pre-filled topic, then prints every Spark job of each data batch with its duration and its
+stages' task time, so that a fixed per-batch cost (jobs, stages, shuffles) is visible next to
+the work that scales with the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def _get(base: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{base}{path}", timeout=30) as resp:
+        return json.load(resp)
+
+
+def _ms(start: str, end: str) -> float:
+    from datetime import datetime
+
+    fmt = "%Y-%m-%dT%H:%M:%S.%f%Z"
+    return (
+        datetime.strptime(end.replace("GMT", "UTC"), fmt)
+        - datetime.strptime(start.replace("GMT", "UTC"), fmt)
+    ).total_seconds() * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--max-offsets", type=int, default=30_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--txn-rows", type=int, default=10)
+    parser.add_argument(
+        "--query", choices=("pipeline", "assembler", "bare", "passthrough"), default="pipeline"
+    )
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="    %(name)s: %(message)s")
+    for name in ("app.pipeline", "sinks.starrocks.sink"):
+        logging.getLogger(name).setLevel(logging.INFO)
+
+    from benchmarks import spark_queries as q
+    from benchmarks.workload import DDL, Shape, prefill
+    from devstack.kafka import create_topic
+    from devstack.stack import LocalStack
+
+    work = Path(tempfile.mkdtemp(prefix="batch-jobs-"))
+    q.CHECKPOINT_ROOT = str(work)
+    with LocalStack(work / "stack") as stack:
+        conn = stack.connect()
+        with conn.cursor() as cur:
+            for stmt in DDL:
+                cur.execute(stmt)
+        conn.close()
+        shape = Shape(args.partitions, args.txn_rows, 100)
+        topic = f"jobs-{uuid.uuid4().hex[:6]}"
+        create_topic(stack.bootstrap, topic, shape.partitions)
+        prod = prefill(stack.bootstrap, topic, shape, args.rows)
+        original = q.spark_conf
+
+        def with_ui() -> dict[str, str]:
+            conf = original()
+            conf["spark.ui.enabled"] = "true"
+            conf["spark.ui.port"] = "4077"
+            return conf
+
+        q.spark_conf = with_ui
+        spark = q.make_session()
+        kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+
+        def src() -> Any:
+            return q.kafka_stream(spark, stack.bootstrap, topic, args.max_offsets)
+
+        plans = {
+            "pipeline": lambda: q.pipeline(
+                spark, stack, topic, args.max_offsets, f"jobs-{uuid.uuid4().hex[:6]}"
+            ),
+            "assembler": lambda: q.to_noop(q.real_assembler(src()), "j_asm"),
+            "bare": lambda: q.to_noop(q.trivial_stateful(src()), "j_bare"),
+            "passthrough": lambda: q.passthrough(spark, stack, topic, args.max_offsets, "j_pt"),
+        }
+        # A warm-up run on the same topic first (worker start, imports, JIT), then the
+        # measured one; jobs are read from the REST API after both.
+        q.measure("warm", plans[args.query](), **kw)
+        sc = spark.sparkContext
+        base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+        jobs_before = {j["jobId"] for j in _get(base, "/jobs")}
+        t0 = time.time()
+        run = q.measure(args.query, plans[args.query](), **kw)
+        jobs = [j for j in _get(base, "/jobs") if j["jobId"] not in jobs_before]
+        stages = {s["stageId"]: s for s in _get(base, "/stages")}
+        print(
+            f"{args.query}: {run.rows_per_s:,.0f} rows/s, {run.batches} batches, "
+            f"{run.batch_s:.2f} s of batches, wall {time.time() - t0:.1f} s"
+        )
+        for d in run.extra["durations_ms"]:
+            print("  batch durations (ms): " + ", ".join(f"{k}={v}" for k, v in sorted(d.items())))
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        for job in sorted(jobs, key=lambda j: j["jobId"]):
+            if "completionTime" not in job:
+                continue
+            dur = _ms(job["submissionTime"], job["completionTime"])
+            desc = (job.get("description") or job.get("name") or "").replace("\n", " ")[:70]
+            parts = []
+            for sid in job["stageIds"]:
+                st = stages.get(sid)
+                if st is None or st.get("status") == "SKIPPED":
+                    continue
+                parts.append(
+                    f"s{sid}:{st['numTasks']}t run={st['executorRunTime']}ms "
+                    f"cpu={st['executorCpuTime'] / 1e6:.0f}ms"
+                )
+            print(f"  job {job['jobId']:4d} {dur:7.0f} ms  {desc:70s} {' | '.join(parts)}")
+            by_kind[job.get("name", "")[:40]].append(dur)
+        print("by call site:")
+        for name, durs in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
+            print(f"  {sum(durs):8.0f} ms in {len(durs):3d} jobs  {name}")
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

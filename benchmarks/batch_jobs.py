@@ -125,6 +125,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(f"  job {job['jobId']:4d} {dur:7.0f} ms  {desc:70s} {' | '.join(parts)}")
             by_kind[job.get("name", "")[:40]].append(dur)
+        last = max(jobs, key=lambda j: j["jobId"] if "completionTime" in j else -1)
+        for job in sorted(jobs, key=lambda j: j["jobId"])[-2:]:
+            for sid in job["stageIds"]:
+                for st in _get(base, f"/stages/{sid}"):
+                    keys = (
+                        "executorDeserializeTime",
+                        "executorRunTime",
+                        "jvmGcTime",
+                        "resultSerializationTime",
+                        "shuffleFetchWaitTime",
+                        "shuffleWriteTime",
+                        "shuffleReadRecords",
+                        "outputRecords",
+                    )
+                    detail = " ".join(f"{k}={st.get(k)}" for k in keys if st.get(k) is not None)
+                    print(f"  stage {sid} ({job['jobId']}): {st.get('name', '')[:40]} {detail}")
+        del last
         print("by call site:")
         for name, durs in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
             print(f"  {sum(durs):8.0f} ms in {len(durs):3d} jobs  {name}")

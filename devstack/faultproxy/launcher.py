@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import IO, Any
 from devstack.faultproxy.control import FaultProxyControl
 from devstack.faultproxy.errors import ProxyLaunchError
 from devstack.faultproxy.server import FaultProxy, ProxyConfig, Target
+from devstack.ready import read_ready_line
 
 _READY = re.compile(r"^READY proxy=(\d+)(?: control=(\d+))?$")
 
@@ -155,7 +154,7 @@ def spawn_proxy(
         if err is not None:
             err.close()
     try:
-        line = _read_ready(proc, ready_timeout)
+        line = read_ready_line(proc, ready_timeout, "fault proxy", ProxyLaunchError)
     except BaseException:
         _terminate(proc)
         raise
@@ -171,28 +170,6 @@ def spawn_proxy(
         pid=proc.pid,
         _stop=lambda: _terminate(proc),
     )
-
-
-def _read_ready(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    assert proc.stdout is not None  # stdout=PIPE above
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    buf = b""
-    try:
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                msg = f"fault proxy did not print READY within {timeout}s (pid {proc.pid})"
-                raise ProxyLaunchError(msg)
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            if not chunk:
-                msg = f"fault proxy exited with {proc.wait(5)} before READY"
-                raise ProxyLaunchError(msg)
-            buf += chunk
-    finally:
-        sel.close()
-    return buf.split(b"\n", 1)[0].decode().strip()
 
 
 def _terminate(proc: subprocess.Popen[Any]) -> None:

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
+from devstack.ready import read_ready_line
 from devstack.starrocks.control import EmulatorControl
 from devstack.starrocks.errors import LaunchError
 
@@ -163,30 +162,13 @@ def start_emulator(
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_target, env=env)  # noqa: S603
     if err_file is not None:
         err_file.close()
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + ready_timeout
-    buf = b""
     try:
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                msg = f"emulator did not print READY within {ready_timeout}s (pid {proc.pid})"
-                raise LaunchError(msg)
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            if not chunk:
-                msg = f"emulator exited with {proc.wait(5)} before READY (cmd: {' '.join(cmd)})"
-                raise LaunchError(msg)
-            buf += chunk
+        line = read_ready_line(proc, ready_timeout, "emulator", LaunchError)
     except BaseException:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
         raise
-    finally:
-        sel.close()
-    line = buf.split(b"\n", 1)[0].decode().strip()
     m = _READY.match(line)
     if not m:
         proc.kill()

@@ -320,3 +320,11 @@ def test_good_transactions_stay_within_the_bound() -> None:
     config = WorkloadConfig(orders=300, partitions=1, seed=9, max_items=4, update_ratio=0.5)
     _, txns = (w := Workload(config, clock=lambda: 0)), list(w.transactions())
     assert max(t.data_events for t in txns) <= max_good_txn_rows(4)
+
+
+def test_bad_input_kinds_are_exactly_the_assembler_violations() -> None:
+    # The generator must be able to provoke every violation the assembler knows, and name
+    # each the way the dead-letter reasons do.
+    from assembler.settings import Violation
+
+    assert [k.value for k in BadInputKind] == [v.value for v in Violation]

@@ -25,10 +25,14 @@ def test_reader_never_sees_a_partial_batch(sr, spark):
     def reader():
         conn = sr.connect()
         try:
-            while not stop.is_set():
+            # One more poll after stop is set, so the last observation follows the last commit.
+            while True:
+                done = stop.is_set()
                 with conn.cursor() as cur:
                     cur.execute(CHECK)
                     seen.append(tuple(cur.fetchone()))
+                if done:
+                    break
         except BaseException as e:  # surfaced in the main thread
             errors.append(e)
         finally:

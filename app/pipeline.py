@@ -30,7 +30,12 @@ from app.assembly import assemble_transactions
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from assembler.output import KIND_REJECT, KIND_ROW
-from sinks.base import TARGET_STATS_KEYS, TargetStats, target_stats_aggregates
+from sinks.base import (
+    TARGET_STATS_KEYS,
+    TargetStats,
+    merge_target_stats,
+    target_stats_aggregates,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -199,7 +204,7 @@ def _count(
         if g["kind"] == KIND_ROW or dead_letters_to_sink:
             targets.append(target)
     stats.rejected_transactions = len(rejected)
-    return stats, targets
+    return stats, merge_target_stats(targets)
 
 
 def _write_dead_letter_file(

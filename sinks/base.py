@@ -73,6 +73,29 @@ def target_stats_aggregates() -> list[Column]:
     ]
 
 
+def merge_target_stats(parts: Iterable[TargetStats]) -> list[TargetStats]:
+    """One entry per (topic, partition, database, table) from finer-grained entries."""
+    merged: dict[tuple[str, int, str | None, str | None], TargetStats] = {}
+    for p in parts:
+        key = (p.topic, p.partition, p.database, p.table)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = p
+            continue
+        last = p if p.last_offset > seen.last_offset else seen
+        merged[key] = TargetStats(
+            topic=p.topic,
+            partition=p.partition,
+            database=p.database,
+            table=p.table,
+            rows=seen.rows + p.rows,
+            last_offset=last.last_offset,
+            last_txn_id=last.last_txn_id,
+            sample_txn_id=min(seen.sample_txn_id, p.sample_txn_id),
+        )
+    return list(merged.values())
+
+
 def collect_target_stats(df: DataFrame) -> list[TargetStats]:
     """One small aggregate job: the batch's :class:`TargetStats`."""
     rows: Iterable[Row] = df.groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates()).collect()

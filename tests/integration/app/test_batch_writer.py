@@ -61,6 +61,8 @@ def batch(spark: Any) -> Any:
         row("REJECT", "bad", 0),
         # A rejected transaction's records may name several tables; it is one transaction.
         row("REJECT", "bad", 1, database="demo", table="order_items", last_offset=11),
+        # A second rejected transaction of the same partition.
+        row("REJECT", "worse", 0, first_offset=13, last_offset=13),
     ]
     return spark.createDataFrame(rows, OUTPUT_DDL)
 
@@ -72,22 +74,23 @@ def test_rejects_travel_to_the_dead_letter_table_in_the_same_batch(spark: Any) -
     writer = BatchWriter(sink, config, reporter)
     writer(to_sink_rows(batch(spark), config), 3)
     assert reporter.last is not None
-    assert (reporter.last.rows, reporter.last.rejected_records) == (1, 2)
-    assert reporter.last.rejected_transactions == 1
-    assert reporter.last.emitted == {("cdc", 0): 12}
+    assert (reporter.last.rows, reporter.last.rejected_records) == (1, 3)
+    assert reporter.last.rejected_transactions == 2
+    assert reporter.last.emitted == {("cdc", 0): 13}
     written = sink.batches[3]
     assert [(r["table"], r["kind"]) for r in written].count(("orders", "ROW")) == 1
     dead = [r for r in written if r["table"] == "_cdc_dead_letter"]
-    assert len(dead) == 2
+    assert len(dead) == 3
     entry = json.loads(dead[0]["row"])
     assert entry["reason"].startswith("undecodable")
     assert (entry["topic"], entry["kafka_partition"], entry["first_offset"]) == ("cdc", 0, 10)
     assert entry["pipeline"] == "orders-demo"
-    assert {json.loads(d["row"])["row_seq"] for d in dead} == {0, 1}
+    assert sorted(json.loads(d["row"])["row_seq"] for d in dead) == [0, 0, 1]
     assert all(d["database"] == "demo" and d["op"] == "UPSERT" for d in dead)
     by_table = {t.table: t for t in sink.stats[3]}
     assert by_table["orders"] == TargetStats("cdc", 0, "demo", "orders", 1, 12, "good", "good")
-    assert by_table["_cdc_dead_letter"].rows == 2
+    assert by_table["_cdc_dead_letter"].rows == 3
+    assert by_table["_cdc_dead_letter"].last_offset == 13
 
 
 def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(
@@ -108,6 +111,7 @@ def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(
     assert [(e["txn_id"], e["row_seq"], e["batch_id"]) for e in lines] == [
         ("bad", 0, 7),
         ("bad", 1, 7),
+        ("worse", 0, 7),
     ]
     assert all(e["reason"] for e in lines)
     assert [r["kind"] for r in sink.batches[7]] == ["ROW"]  # only good rows reach the sink
@@ -115,6 +119,6 @@ def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(
     assert (reporter.last.rows, reporter.last.transactions, reporter.last.rejected_records) == (
         1,
         1,
-        2,
+        3,
     )
-    assert reporter.last.rejected_transactions == 1
+    assert reporter.last.rejected_transactions == 2

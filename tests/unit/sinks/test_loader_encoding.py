@@ -70,3 +70,14 @@ def test_where_is_built_only_on_error():
     with pytest.raises(InvalidRequestError, match="partition=1 txn_id=y"):
         encode_row("UPSERT", "[]", where)
     assert calls == [1]
+
+
+def test_target_stats_merge_per_partition_and_table():
+    from sinks.base import TargetStats, merge_target_stats
+
+    a = TargetStats("t", 0, "db", "x", 2, 10, "t10", "t05")
+    b = TargetStats("t", 0, "db", "x", 3, 14, "t14", "t02")
+    c = TargetStats("t", 1, "db", "x", 1, 4, "t4", "t4")
+    assert sorted(merge_target_stats([a, b, c]), key=repr) == sorted(
+        [TargetStats("t", 0, "db", "x", 5, 14, "t14", "t02"), c], key=repr
+    )

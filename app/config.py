@@ -66,6 +66,9 @@ DEFAULTS: dict[str, Any] = {
         # point[@batch]: kill -9 the driver at that point of the sink protocol, at the first
         # batch >= batch. Points: see sinks.starrocks.sink.FAULT_POINTS.
         "crash-at": "",
+        # A file the crash appends "point batch" to before the kill: the last lines of the
+        # driver's output may die with the JVM, this record does not.
+        "crash-marker": "",
     },
 }
 
@@ -136,6 +139,7 @@ class CrashPoint:
 
     point: str
     from_batch: int = 0
+    marker: str = ""
 
 
 @dataclass(frozen=True)
@@ -284,7 +288,8 @@ def _crash_point(section: Mapping[str, Any]) -> CrashPoint | None:
     if point not in FAULT_POINTS or (batch and not batch.isdigit()):
         msg = f"testing.crash-at={text!r}: expected POINT[@BATCH], POINT one of {FAULT_POINTS}"
         raise ConfigError(msg)
-    return CrashPoint(point=point, from_batch=int(batch or 0))
+    marker = _str(section, "testing", "crash-marker").strip()
+    return CrashPoint(point=point, from_batch=int(batch or 0), marker=marker)
 
 
 # --- merging ---------------------------------------------------------------------------

@@ -128,11 +128,22 @@ def crash_hook(crash: CrashPoint, reporter: ProgressReporter) -> Callable[[str],
         if point == crash.point and batch is not None and batch >= crash.from_batch:
             log.warning("testing.crash-at: killing the driver point=%s batch_id=%s", point, batch)
             logging.shutdown()
+            if crash.marker:
+                _append_synced(crash.marker, f"{point} {batch}\n")
             # spark-submit's JVM is our parent: take it down too, with no cleanup anywhere.
             os.kill(os.getppid(), signal.SIGKILL)
             os._exit(137)
 
     return hook
+
+
+def _append_synced(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _lookup(tree: object, dotted: str) -> str:

@@ -97,3 +97,15 @@ def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
     bad.write_text("pipeline: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+def test_crash_point_and_marker_are_test_only_settings(conf_file: Path) -> None:
+    assert load_config(conf_file).crash_at is None
+    config = load_config(
+        conf_file, ["testing.crash-at=after_commit@3", "testing.crash-marker=/tmp/m.txt"]
+    )
+    assert config.crash_at is not None
+    assert (config.crash_at.point, config.crash_at.from_batch) == ("after_commit", 3)
+    assert config.crash_at.marker == "/tmp/m.txt"
+    with pytest.raises(ConfigError, match="testing.crash-at"):
+        load_config(conf_file, ["testing.crash-at=somewhere"])

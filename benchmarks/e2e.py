@@ -73,8 +73,8 @@ def batch_breakdown(log_path: Path) -> dict[str, float]:
     """Where the batch time went, from the app's INFO lines (sums over all batches, ms).
 
     ``foreach_ms``: the foreachBatch call (``batch done total_ms``): the persisted assembler
-    output is computed by the first action in it (the stats count), then the sink runs.
-    ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, stats, load job, commit).
+    output is computed by the first action in it (the batch aggregate), then the sink runs.
+    ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, begin, load job, commit).
     ``commit_ms``: the commit call alone.
     """
     out = {"batches": 0.0, "foreach_ms": 0.0, "sink_ms": 0.0, "commit_ms": 0.0}

@@ -107,5 +107,5 @@ def test_crash_point_and_marker_are_test_only_settings(conf_file: Path) -> None:
     assert config.crash_at is not None
     assert (config.crash_at.point, config.crash_at.from_batch) == ("after_commit", 3)
     assert config.crash_at.marker == "/tmp/m.txt"
-    with pytest.raises(ConfigError, match="testing.crash-at"):
+    with pytest.raises(ConfigError, match=r"testing\.crash-at"):
         load_config(conf_file, ["testing.crash-at=somewhere"])

@@ -108,7 +108,8 @@ def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iter
 
 def _epoch_ms(column: pd.Series) -> list[int | None]:
     """Epoch milliseconds of a timestamp column (any datetime unit, naive UTC or aware)."""
-    if column.isna().all():
+    missing = column.isna()
+    if missing.all():
         return [None] * len(column)
     is_datetime = pd.api.types.is_datetime64_any_dtype(column.dtype)
     stamps = column if is_datetime else pd.to_datetime(column)
@@ -118,5 +119,4 @@ def _epoch_ms(column: pd.Series) -> list[int | None]:
         .astype("int64")
         .tolist()
     )
-    missing = stamps.isna().tolist()
-    return [None if gone else ms for ms, gone in zip(millis, missing, strict=True)]
+    return [None if gone else ms for ms, gone in zip(millis, missing.tolist(), strict=True)]

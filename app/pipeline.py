@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
-_TABLE_KEYS = ("database", "table")
 
 # Spark's batch-execution thread carries the (checkpoint-persistent) query id as a local
 # property; foreachBatch runs on that thread's Python callback.
@@ -168,14 +167,13 @@ def _count(
     go to the sink), so it need not aggregate the batch again.
     """
     is_row = F.col("kind") == KIND_ROW
-    keys = [F.col(k) for k in TARGET_STATS_KEYS]
-    if not dead_letters_to_sink:
-        # Rejects keep their events' tables here: group them without, as the sink never
-        # sees them.
-        keys = [
-            F.when(is_row, F.col(k)).alias(k) if k in _TABLE_KEYS else F.col(k)
-            for k in TARGET_STATS_KEYS
-        ]
+    # Rejects that the sink never sees keep their events' tables: group them without.
+    keys = [
+        F.when(is_row, F.col(k)).alias(k)
+        if k in ("database", "table") and not dead_letters_to_sink
+        else F.col(k)
+        for k in TARGET_STATS_KEYS
+    ]
     # One group per rejected transaction (first_offset), so that rejected transactions are
     # counted without a distinct aggregate (which would add a shuffle to every batch).
     rejected_txn = F.when(~is_row, F.col("first_offset")).alias("rejected_txn")

@@ -16,9 +16,19 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+_STAGE_METRICS = (
+    "executorDeserializeTime",
+    "executorRunTime",
+    "jvmGcTime",
+    "resultSerializationTime",
+    "shuffleFetchWaitTime",
+    "shuffleWriteTime",
+    "shuffleReadRecords",
+    "outputRecords",
+)
 
 
 def _get(base: str, path: str) -> Any:
@@ -108,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for d in run.extra["durations_ms"]:
             print("  batch durations (ms): " + ", ".join(f"{k}={v}" for k, v in sorted(d.items())))
-        by_kind: dict[str, list[float]] = defaultdict(list)
+        total_ms = 0.0
         for job in sorted(jobs, key=lambda j: j["jobId"]):
             if "completionTime" not in job:
                 continue
@@ -124,27 +134,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"cpu={st['executorCpuTime'] / 1e6:.0f}ms"
                 )
             print(f"  job {job['jobId']:4d} {dur:7.0f} ms  {desc:70s} {' | '.join(parts)}")
-            by_kind[job.get("name", "")[:40]].append(dur)
-        last = max(jobs, key=lambda j: j["jobId"] if "completionTime" in j else -1)
+            total_ms += dur
+        # Stage details of the last batch's jobs (the last two: aggregate and load).
         for job in sorted(jobs, key=lambda j: j["jobId"])[-2:]:
             for sid in job["stageIds"]:
                 for st in _get(base, f"/stages/{sid}"):
-                    keys = (
-                        "executorDeserializeTime",
-                        "executorRunTime",
-                        "jvmGcTime",
-                        "resultSerializationTime",
-                        "shuffleFetchWaitTime",
-                        "shuffleWriteTime",
-                        "shuffleReadRecords",
-                        "outputRecords",
+                    detail = " ".join(
+                        f"{k}={st.get(k)}" for k in _STAGE_METRICS if st.get(k) is not None
                     )
-                    detail = " ".join(f"{k}={st.get(k)}" for k in keys if st.get(k) is not None)
                     print(f"  stage {sid} ({job['jobId']}): {st.get('name', '')[:40]} {detail}")
-        del last
-        print("by call site:")
-        for name, durs in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
-            print(f"  {sum(durs):8.0f} ms in {len(durs):3d} jobs  {name}")
+        print(f"  {total_ms:.0f} ms in {len(jobs)} Spark jobs")
         spark.stop()
     return 0
 

@@ -4,16 +4,27 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# Java dependencies (Apache Kafka broker, Spark's Kafka connector): jvm/pom.xml -> jvm/lib/.
+MVN ?= mvn
+JVM_STAMP := jvm/lib/.resolved-stamp
+JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
 .PHONY: setup test test-unit test-integration test-e2e lint demo chaos soak bench test-real clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(JVM_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# Maven's own cache (~/.m2) makes a warm run a copy; the folder is rebuilt whole so a version
+# change never leaves an old jar behind.
+$(JVM_STAMP): $(JVM_POMS)
+	rm -rf jvm/lib
+	$(MVN) -q -B -f jvm/pom.xml dependency:copy-dependencies
+	touch $(JVM_STAMP)
 
 # The whole suite, then the bounded chaos schedule (every fault kind, a few minutes).
 test: setup
@@ -57,4 +68,4 @@ test-real: setup
 	CDC_REAL_STACK=1 $(PY) -m pytest tests/real
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) jvm/lib build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,8 +4,8 @@
 # Extra spark-submit options go in SPARK_ARGS, e.g. SPARK_ARGS="--master spark://m:7077".
 #
 # It sets the Python for driver and executors, ships the project's packages to executors
-# (--py-files), and adds Spark's Kafka connector (--packages) only when the config selects
-# source.format=kafka; the bundled cdc-kafka source needs no jar.
+# (--py-files), and adds Spark's Kafka connector: the jars `make setup` resolved into
+# jvm/lib/spark-kafka (--jars) when they are there, else --packages (Spark resolves them).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -27,7 +27,10 @@ fi
 "$PYTHON" "$here/app/main.py" "$@" --check-config >/dev/null
 
 extra=()
-if [[ "$("$PYTHON" "$here/app/main.py" "$@" --get source.format)" == "kafka" ]]; then
+connector_jars=("$here"/jvm/lib/spark-kafka/*.jar)
+if [[ -e "${connector_jars[0]}" ]]; then
+  extra+=(--jars "$(IFS=,; echo "${connector_jars[*]}")")
+else
   spark_version="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)')"
   scala="${SCALA_BINARY_VERSION:-2.13}"
   extra+=(--packages "org.apache.spark:spark-sql-kafka-0-10_${scala}:${spark_version}")

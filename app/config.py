@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
         "progress": "line",
     },
     "source": {
-        "format": "cdc-kafka",
+        "format": "kafka",
         "bootstrap-servers": "127.0.0.1:9092",
         "topics": "",
         "starting-offsets": "earliest",

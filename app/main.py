@@ -95,6 +95,8 @@ def run(config: AppConfig) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    from pyspark.errors import StreamingQueryException
+
     try:
         while not query.awaitTermination(1):
             if stop_requested.is_set():
@@ -102,6 +104,8 @@ def run(config: AppConfig) -> int:
                 # check keeps it exactly once.
                 query.stop()
                 break
+    except StreamingQueryException:
+        pass  # reported below, from query.exception(), in one line
     finally:
         sink.close()
         log.info(
@@ -115,7 +119,12 @@ def run(config: AppConfig) -> int:
         return 0
     error = query.exception()
     if error is not None:
-        log.error("query failed: %s", error)
+        from app.failures import explain_query_failure, kafka_earliest
+
+        source = config.source
+        earliest = kafka_earliest(source.bootstrap_servers, dict(source.extra_options))
+        log.error("query failed: %s", explain_query_failure(str(error), earliest))
+        log.debug("query failure, in full: %s", error)
         return 1
     return 0
 

@@ -1,10 +1,16 @@
-"""A local Kafka stand-in: a noida-db broker speaking only the Kafka protocol.
+"""Real Apache Kafka (KRaft, one node) for the local stack, from the jars `make setup` resolves.
 
 Used by tests, benchmarks and ``python -m devstack.kafka``; product code never imports it.
 """
 
 from devstack.kafka.admin import add_partitions, create_topic, produce, wait_until_ready
-from devstack.kafka.broker import BrokerHandle, KafkaBroker, broker_binary, start_broker
+from devstack.kafka.broker import (
+    BrokerHandle,
+    KafkaBroker,
+    broker_classpath,
+    free_port,
+    start_broker,
+)
 from devstack.kafka.errors import BrokerClientError, BrokerError, BrokerStartError
 
 __all__ = [
@@ -14,8 +20,9 @@ __all__ = [
     "BrokerStartError",
     "KafkaBroker",
     "add_partitions",
-    "broker_binary",
+    "broker_classpath",
     "create_topic",
+    "free_port",
     "produce",
     "start_broker",
     "wait_until_ready",

@@ -1,4 +1,4 @@
-"""Errors of the local Kafka stand-in (devstack only; product code never sees them)."""
+"""Errors of the local Kafka broker (devstack only; product code never sees them)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from common.errors import CdcError, Terminal, Transient
 
 
 class BrokerError(CdcError):
-    """Something about the local noida-db broker went wrong."""
+    """Something about the local Apache Kafka broker went wrong."""
 
 
 class BrokerStartError(BrokerError, Terminal):
-    """The broker binary did not start or did not accept Kafka connections in time."""
+    """The broker did not start or did not accept Kafka connections in time."""
 
 
 class BrokerClientError(BrokerError, Transient):

@@ -35,7 +35,6 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
             "group.id": f"verify-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,  # read-only check: no offsets stored
             # noida-db ignores fetch max-bytes; raise the receive limit instead (DESIGN §7).
-            "receive.message.max.bytes": 100_000_000,
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

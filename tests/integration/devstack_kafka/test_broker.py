@@ -30,7 +30,6 @@ def read_all(bootstrap: str, topic: str, partition: int, count: int) -> list[byt
             "bootstrap.servers": bootstrap,
             "group.id": "test-read-all",
             "enable.auto.commit": False,
-            "receive.message.max.bytes": 100_000_000,
         }
     )
     try:

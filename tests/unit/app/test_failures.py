@@ -1,0 +1,55 @@
+# ruff: noqa: E501 -- Spark's error texts are quoted as Spark prints them
+from __future__ import annotations
+
+import pytest
+
+from app.failures import explain_query_failure
+
+pytestmark = pytest.mark.unit
+
+EXECUTOR_TEXT = """[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]
+py4j.protocol.Py4JJavaError: An error occurred while calling o380.collectToPython.
+: org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because they are not available in Kafka any more;
+either the data was aged out by Kafka or the topic may have been deleted before all the data in the
+topic was processed.
+If you don't want your streaming query to fail on such cases, set the source option failOnDataLoss to false.
+Reason: Could not read records in offset [120, 129) for topic partition cdc.orders-3
+with consumer group spark-kafka-source-f7cd-executor.
+\tat org.apache.spark.sql.kafka010.KafkaExceptions$.couldNotReadOffsetRange(KafkaExceptions.scala:94)
+"""
+
+DRIVER_TEXT = """[KAFKA_DATA_LOSS.PARTITION_OFFSET_CHANGED] Some data may have been lost because they are not
+available in Kafka any more; either ...
+Reason: Partition cdc.orders-0's offset was changed from 15 to 6. SQLSTATE: 22000
+\tat org.apache.spark.sql.kafka010.KafkaExceptions$.partitionOffsetChanged
+"""
+
+
+def test_executor_data_loss_names_partition_offsets_and_what_to_do() -> None:
+    asked: list[tuple[str, int]] = []
+
+    def earliest(topic: str, partition: int) -> int:
+        asked.append((topic, partition))
+        return 123
+
+    line = explain_query_failure(EXECUTOR_TEXT, earliest)
+    assert asked == [("cdc.orders", 3)]
+    assert line.startswith("Kafka data loss: Could not read records in offset [120, 129) ")
+    assert (
+        "for topic partition cdc.orders-3 (the earliest offset Kafka still has there is 123)"
+        in line
+    )
+    assert "source.fail-on-data-loss=false" in line
+    assert "\n" not in line
+    assert "consumer group" not in line
+
+
+def test_driver_data_loss_tag() -> None:
+    line = explain_query_failure(DRIVER_TEXT)
+    assert "Partition cdc.orders-0's offset was changed from 15 to 6" in line
+    assert "SQLSTATE" not in line
+
+
+def test_other_errors_keep_their_first_line() -> None:
+    assert explain_query_failure("boom\n\tat x.y") == "boom"
+    assert explain_query_failure("") == "unknown error"

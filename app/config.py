@@ -16,6 +16,7 @@ An environment variable overrides a key that exists in the defaults or the file:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ class PipelineSettings:
 class SourceSettings:
     """Where events come from: the Kafka topics and how to read them."""
 
-    format: Literal["cdc-kafka", "kafka"]
+    format: Literal["kafka"]
     bootstrap_servers: str
     topics: tuple[str, ...]
     starting_offsets: str
@@ -235,10 +236,17 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
 def _source(section: Mapping[str, Any]) -> SourceSettings:
     _check_keys(section, DEFAULTS["source"], "source")
     fmt = _str(section, "source", "format")
-    if fmt not in ("cdc-kafka", "kafka"):
+    if fmt != "kafka":
         msg = (
-            f"source.format={fmt!r}: expected cdc-kafka (the bundled Python source) or kafka "
-            "(Spark's official connector, needs spark-sql-kafka on the classpath)"
+            f"source.format={fmt!r}: expected kafka (Spark's Kafka connector; the bundled "
+            "Python source cdc-kafka was removed, see docs/kafka-source.md)"
+        )
+        raise ConfigError(msg)
+    starting = _str(section, "source", "starting-offsets")
+    if starting not in ("earliest", "latest") and not _is_json_object(starting):
+        msg = (
+            f"source.starting-offsets={starting!r}: expected earliest, latest or the "
+            'connector\'s JSON, e.g. {"cdc.orders":{"0":42,"1":-2}}'
         )
         raise ConfigError(msg)
     topics = tuple(t.strip() for t in _str(section, "source", "topics").split(",") if t.strip())
@@ -255,14 +263,21 @@ def _source(section: Mapping[str, Any]) -> SourceSettings:
             msg = f"source.options.{key}: only kafka.* client settings are passed through"
             raise ConfigError(msg)
     return SourceSettings(
-        format="kafka" if fmt == "kafka" else "cdc-kafka",
+        format="kafka",
         bootstrap_servers=bootstrap,
         topics=topics,
-        starting_offsets=_str(section, "source", "starting-offsets"),
+        starting_offsets=starting,
         max_offsets_per_trigger=_int(section, "source", "max-offsets-per-trigger", minimum=1),
         fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
         extra_options=extra,
     )
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _dead_letter(section: Mapping[str, Any]) -> DeadLetterSettings:

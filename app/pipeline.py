@@ -59,13 +59,9 @@ class BatchSink(Protocol):
 
 def read_events(spark: SparkSession, config: AppConfig) -> DataFrame:
     """The Kafka source, with the connector's schema."""
-    from app.sources import read_kafka_stream
+    from app.source import read_kafka_stream
 
-    return read_kafka_stream(
-        spark,
-        config.source.reader_options(),
-        use_official_connector=config.source.format == "kafka",
-    )
+    return read_kafka_stream(spark, config.source.reader_options())
 
 
 def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:

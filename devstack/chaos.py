@@ -264,18 +264,12 @@ def run_once(
         produce_started = time.monotonic()
 
         # Faults start once the pipeline is processing (its first batch), spread over the
-        # production window. A broker restart comes when production is over: the local broker
-        # (noida-db) does not persist idempotent-producer state across restarts, which real
-        # Kafka does; the pipeline's consumer side is what this fault is about.
+        # production window; a broker restart hits the generator's idempotent producer and
+        # the pipeline's consumer alike.
         supervisor.process.wait_for_line("batch ", 240)
         production_s = orders * 1.7 / rate  # ~1.7 transactions per order (updates, deletes)
         window = max(5.0, production_s - (time.monotonic() - produce_started))
-        timed = sorted(
-            (rng.uniform(1.0, window), f)
-            for f in faults
-            if not f.startswith("crash") and f not in ("broker-restart",)
-        )
-        after_production = [f for f in faults if f == "broker-restart"]
+        timed = sorted((rng.uniform(1.0, window), f) for f in faults if not f.startswith("crash"))
         t0 = time.monotonic()
         deadline = t0 + 600
         conn = stack.connect()
@@ -292,11 +286,6 @@ def run_once(
                 result.injected[fault] += 1
             if gen_error:
                 raise gen_error[0]
-            if not producer.is_alive() and after_production:
-                fault = after_production.pop(0)
-                log(f"    inject {fault} at {time.monotonic() - t0:.1f}s (production over)")
-                _inject(fault, stack, supervisor)
-                result.injected[fault] += 1
             if not producer.is_alive() and not timed:
                 if ends is None:
                     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)

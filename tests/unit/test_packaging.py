@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_dockerfile_copies_only_what_exists() -> None:
 
 def test_local_config_is_valid() -> None:
     config = load_config(ROOT / "conf" / "local.yaml")
-    assert config.source.format == "cdc-kafka"
+    assert config.source.format == "kafka"
     assert config.pipeline.trigger_interval_ms == 1000
 
 
@@ -79,3 +80,22 @@ def test_spark_submit_script_parses_and_rejects_bad_settings() -> None:
     assert bad.returncode == 2
     assert "source.format" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def _pom_property(pom: Path, name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
+    assert match, f"{name} not in {pom}"
+    return match.group(1)
+
+
+def test_connector_is_the_pinned_pyspark_release() -> None:
+    pin = re.search(r'"pyspark==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pin, "pyspark must be pinned to the connector's release"
+    assert _pom_property(ROOT / "jvm" / "spark-kafka" / "pom.xml", "spark.version") == pin.group(1)
+
+
+def test_compose_runs_the_local_stacks_kafka_release() -> None:
+    kafka = _pom_property(ROOT / "jvm" / "kafka-broker" / "pom.xml", "kafka.version")
+    assert compose()["services"]["kafka"]["image"] == f"apache/kafka:{kafka}"
+    for port in compose()["services"]["starrocks"]["ports"]:
+        assert port.startswith("127.0.0.1:"), "StarRocks' root has no password: loopback only"

@@ -34,7 +34,6 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
             "bootstrap.servers": bootstrap,
             "group.id": f"verify-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,  # read-only check: no offsets stored
-            # noida-db ignores fetch max-bytes; raise the receive limit instead (DESIGN §7).
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -77,6 +77,9 @@ def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
         ("pipeline.name=has space", "pipeline.name"),
         ("pipeline.state-partitions=zero", "pipeline.state-partitions"),
         ("source.format=jdbc", "source.format"),
+        ("source.format=cdc-kafka", "source.format"),
+        ("source.starting-offsets=latst", "source.starting-offsets"),
+        ("source.starting-offsets=[1]", "source.starting-offsets"),
         ("source.topics=", "source.topics"),
         ("source.fail-on-data-loss=maybe", "source.fail-on-data-loss"),
         ("dead-letter.destination=printer", "dead-letter.destination"),
@@ -88,6 +91,12 @@ def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
 def test_bad_settings_name_the_key(conf_file: Path, override: str, names: str) -> None:
     with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
         load_config(conf_file, [override])
+
+
+@pytest.mark.parametrize("value", ["earliest", "latest", '{"cdc.orders":{"0":5,"1":-2}}'])
+def test_starting_offsets_take_the_connector_values(conf_file: Path, value: str) -> None:
+    config = load_config(conf_file, [f"source.starting-offsets={value}"])
+    assert config.source.reader_options()["startingOffsets"] == value
 
 
 def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The source with executors in separate processes (``local-cluster``), in a subprocess.
+"""Spark's Kafka connector with executors in separate processes (``local-cluster``).
 
 The shared test session is ``local[2]``; a second SparkContext cannot live in this process.
 """

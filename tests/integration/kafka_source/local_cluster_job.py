@@ -1,7 +1,8 @@
 """Run by test_local_cluster.py with ``sys.executable``: read a topic on ``local-cluster``.
 
-Executors are separate JVMs with their own Python workers, so this proves the source's reader,
-partitions and errors pickle and import in processes other than the driver's.
+Executors are separate JVMs with their own Python workers, so this proves Spark's Kafka
+connector jars (``spark.jars``, as ``spark-submit.sh --jars`` passes them) reach executors in
+processes other than the driver's, and the project's source wiring works there.
 Usage: local_cluster_job.py BOOTSTRAP TOPIC CHECKPOINT OUTPUT_JSON
 """
 
@@ -14,7 +15,8 @@ import time
 
 from pyspark.sql import SparkSession
 
-from app.sources import read_kafka_stream
+from app.source import read_kafka_stream
+from devstack.jars import spark_jars_conf
 
 
 def main() -> None:
@@ -23,10 +25,11 @@ def main() -> None:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # also for the worker and executor JVMs
     spark = (
         SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("cdc-kafka-local-cluster")
+        .appName("kafka-local-cluster")
         .config("spark.executor.memory", "768m")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.jars", spark_jars_conf())
         # Loopback only: executors and the driver talk over 127.0.0.1, never a real interface.
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -51,7 +54,6 @@ def main() -> None:
                 "kafka.bootstrap.servers": bootstrap,
                 "subscribe": topic,
                 "startingOffsets": "earliest",
-                "kafkaConsumer.pollTimeoutMs": "20000",
             },
         )
         .writeStream.foreachBatch(on_batch)

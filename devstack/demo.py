@@ -1,6 +1,6 @@
 """``make demo``: the orders demo end to end on the local stack, with a verdict and numbers.
 
-Starts a Kafka-protocol broker and the StarRocks emulator, creates the tables, starts the
+Starts Apache Kafka and the StarRocks emulator, creates the tables, starts the
 pipeline through ``spark-submit.sh``, produces CDC transactions at a steady rate while a
 verifier watches the invariants, waits until the sink has caught up, stops everything it
 started and prints the verdict. Exit status 0 = pass.
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stack = LocalStack(args.workdir / "stack")
     pipeline: PipelineProcess | None = None
     try:
-        step("starting Kafka-protocol broker and StarRocks emulator")
+        step("starting Apache Kafka (KRaft) and the StarRocks emulator")
         stack.start()
         assert stack.emulator is not None
         print(

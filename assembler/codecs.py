@@ -25,6 +25,7 @@ import struct
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -305,12 +306,22 @@ class JsonDecoder:
             # so that exactly the same events are accepted, and words the error.
             try:
                 obj = _json_decode(value.decode("utf-8"))
+                # A \ud800 escape parses, but the string cannot be encoded again (Arrow, the
+                # state buffer, the sink would each fail later, with no record to name).
+                json.dumps(obj, ensure_ascii=False).encode()
+            except UnicodeEncodeError:
+                msg = "invalid JSON: a lone UTF-16 surrogate escape (e.g. \\ud800)"
+                raise DecodeError(msg) from None
             except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
                 msg = f"invalid JSON: {e}"
                 raise DecodeError(msg) from None
         if type(obj) is not dict:
             msg = f"JSON value is a {type(obj).__name__}, not an object"
             raise DecodeError(msg)
+        row = obj.get("row")
+        if type(row) is dict:
+            # CDC JSON usually carries the row as an object; the contract's form is its text.
+            obj["row"] = _row_text(row, value)
         get = obj.get
         values = [get(name) for name in self._names]
         for v, (name, typ, nullable, bounds) in zip(values, self._spec, strict=True):
@@ -325,6 +336,45 @@ class JsonDecoder:
                 msg = f"field {name!r} out of range: {v}"
                 raise DecodeError(msg)
         return _event_from_mapping(self._names, values)
+
+
+def _has_float(value: Any) -> bool:
+    if type(value) is float:
+        return True
+    if type(value) is dict:
+        return any(_has_float(v) for v in value.values())
+    if type(value) is list:
+        return any(_has_float(v) for v in value)
+    return False
+
+
+def _decimal_json(value: Any) -> str:
+    """Compact JSON in which ``Decimal`` numbers keep their exact digits."""
+    if type(value) is Decimal:
+        return str(value) if value.is_finite() else json.dumps(float(value))
+    if type(value) is dict:
+        items = ",".join(
+            f"{json.dumps(k, ensure_ascii=False)}:{_decimal_json(v)}" for k, v in value.items()
+        )
+        return "{" + items + "}"
+    if type(value) is list:
+        return "[" + ",".join(_decimal_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _row_text(row: dict[str, Any], raw: bytes) -> str:
+    """The text of a ``row`` given as a JSON object, with every number exactly as written.
+
+    Integers and strings survive a parse exactly; a float would not (DECIMAL(38,18) has more
+    digits than a double), so a row with any decimal point is re-read with ``Decimal``s.
+    """
+    if not _has_float(row):
+        try:
+            return orjson.dumps(row).decode()
+        except TypeError:  # an integer beyond 64 bits (read by the stdlib fallback)
+            return _decimal_json(row)
+    exact = json.loads(raw, parse_float=Decimal)
+    return _decimal_json(exact["row"])
 
 
 class AvroDecoder:

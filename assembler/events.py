@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -100,6 +102,29 @@ _VALID_OPS = (None, Op.UPSERT.value, Op.DELETE.value)
 _DATA = EventType.DATA.value
 
 
+def _row_problem(row: str) -> str | None:
+    """Why ``row`` cannot be loaded as one StarRocks row, or ``None``.
+
+    Checked here, not at the sink: a row StarRocks cannot take would otherwise fail the whole
+    micro-batch on every replay (a poison pill), while here it rejects its own transaction.
+    """
+    try:
+        value = orjson.loads(row)
+    except ValueError:
+        # orjson refuses lone surrogates and integers beyond 64 bits; the stdlib decides, but a
+        # lone surrogate still cannot travel as UTF-8 to StarRocks.
+        try:
+            value = json.loads(row)
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            return "DATA row holds a lone UTF-16 surrogate escape (e.g. \\ud800): not valid Unicode"
+        except (ValueError, RecursionError) as e:
+            return f"DATA row is not valid JSON: {e}"
+    if type(value) is not dict:
+        return f"DATA row must be a JSON object, got {type(value).__name__}"
+    return None
+
+
 def event_problem(event: Event) -> str | None:
     """Return why ``event`` is semantically invalid, or ``None`` when it is usable.
 
@@ -116,6 +141,9 @@ def event_problem(event: Event) -> str | None:
         return "DATA event without database/table"
     if event.row is None:
         return "DATA event without row"
+    row_problem = _row_problem(event.row)
+    if row_problem is not None:
+        return row_problem
     if event.op not in _VALID_OPS:
         return f"DATA event with unknown op {event.op!r} (expected UPSERT or DELETE)"
     # 4 bytes per character at most: only long names need the exact (costly) UTF-8 length.

@@ -53,12 +53,19 @@ from app.demo.badinput import build as build_bad_transactions
 from app.demo.errors import DemoConfigError, DemoError, ProduceError, TopicError
 from app.demo.truth import GroundTruth
 from app.demo.workload import Clock, Workload, WorkloadConfig, WorkloadCounts, wall_clock_ms
-from assembler.codecs import encode_event
+from assembler.codecs import encode_event, event_to_json_text
+from assembler.events import Event
 
 logger = logging.getLogger(__name__)
 
 Encoding = Literal["json", "avro", "confluent"]
 ENCODINGS: tuple[Encoding, ...] = ("json", "avro", "confluent")
+
+
+def json_with_row_object(event: Event) -> bytes:
+    """The JSON event with ``row`` spliced in as an object (its text is already JSON)."""
+    head = event_to_json_text(event._replace(row=None))
+    return f'{head[:-1]},"row":{event.row}}}'.encode()
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class GeneratorConfig:
         producer_config: extra librdkafka settings, applied last.
         bad_inputs: kind -> number of bad source transactions to interleave.
         max_txn_rows: the pipeline's ``max-txn-rows`` (needed for ``txn-too-large``).
+        row_as_object: with ``json``, write each DATA event's ``row`` as a nested JSON object
+            (the usual shape of CDC JSON) instead of a string holding it.
     """
 
     bootstrap: str
@@ -93,6 +102,7 @@ class GeneratorConfig:
     producer_config: Mapping[str, Any] = field(default_factory=dict)
     bad_inputs: Mapping[BadInputKind, int] = field(default_factory=dict)
     max_txn_rows: int | None = None
+    row_as_object: bool = False
 
     def __post_init__(self) -> None:
         """Fail fast, naming the option."""
@@ -105,6 +115,9 @@ class GeneratorConfig:
             raise DemoConfigError(msg)
         if not self.topic:
             msg = "topic must not be empty"
+            raise DemoConfigError(msg)
+        if self.row_as_object and self.encoding != "json":
+            msg = f"row_as_object needs encoding json, got {self.encoding!r}"
             raise DemoConfigError(msg)
 
     def bad_input_plan(self) -> BadInputPlan:
@@ -327,7 +340,10 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
             while (delay := due - time.monotonic()) > 0:
                 producer.poll(delay)
         for event in txn.events:
-            value = encode_event(event, config.encoding, schema_id=config.schema_id)
+            if config.row_as_object and event.row is not None:
+                value = json_with_row_object(event)
+            else:
+                value = encode_event(event, config.encoding, schema_id=config.schema_id)
             _produce(producer, config.topic, txn.partition, txn.key, value, on_delivery)
         producer.poll(0)
         sent_txns += 1
@@ -430,6 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-topic", action="store_true", help="create the topic if missing")
     p.add_argument("--database", default="demo", help="database named in DATA events")
     p.add_argument(
+        "--row-as-object",
+        action="store_true",
+        help="json only: write each row as a nested JSON object, not a string",
+    )
+    p.add_argument(
         "--bad-input",
         action="append",
         default=[],
@@ -477,6 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             create_topic=args.create_topic,
             bad_inputs=bad_inputs,
             max_txn_rows=args.max_txn_rows,
+            row_as_object=args.row_as_object,
         )
     except DemoConfigError as e:
         print(f"error: {e}", file=sys.stderr)

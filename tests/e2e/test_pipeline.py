@@ -76,7 +76,7 @@ def assert_exact(stack: LocalStack, truth: Any, watcher: Watcher) -> None:
         assert table.expected == table.actual > 0
 
 
-def test_json_across_partitions_with_spanning_batches_and_a_crash_restart(
+def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_crash_restart(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     partitions = 3
@@ -90,6 +90,8 @@ def test_json_across_partitions_with_spanning_batches_and_a_crash_restart(
         topic=TOPIC,
         workload=WorkloadConfig(orders=200, partitions=partitions, seed=11),
         rate=40,
+        # Rows as nested JSON objects, the usual shape of CDC JSON.
+        row_as_object=True,
     )
     result_box: list[Any] = []
     producer = threading.Thread(target=lambda: result_box.append(generate(config)))

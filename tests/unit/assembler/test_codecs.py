@@ -21,7 +21,7 @@ from assembler.codecs import (
     _FlatAvroReader,
     _ResolvingAvroReader,
 )
-from assembler.events import EVENT_SCHEMA_PATH
+from assembler.events import EVENT_SCHEMA_PATH, event_problem
 from common.errors import ConfigError, Transient
 
 pytestmark = pytest.mark.unit
@@ -92,7 +92,7 @@ def test_field_names_come_from_the_schema() -> None:
         (b'{"type": "DATA"}', "missing field 'txn_id'"),
         (b'{"txn_id": "a"}', "missing field 'type'"),
         (b'{"txn_id": 1, "type": "DATA"}', "'txn_id' must be str"),
-        (b'{"txn_id": "a", "type": "DATA", "row": {"id": 1}}', "'row' must be str"),
+        (b'{"txn_id": "a", "type": "DATA", "row": [1]}', "'row' must be str"),
         (b'{"txn_id": "a", "type": "TXN_END", "event_count": "3"}', "'event_count' must be int"),
         (b'{"txn_id": "a", "type": "TXN_END", "event_count": true}', "'event_count' must be int"),
         (b'{"txn_id": "a", "type": "X", "source_ts_ms": 1.5}', "'source_ts_ms' must be int"),
@@ -320,3 +320,64 @@ def test_custom_schema_path_is_used(tmp_path: Path) -> None:
     path.write_text(SCHEMA_TEXT)
     dec = make_decoder(CodecSettings(encoding="avro", schema_path=str(path)))
     assert dec.decode(encode_event(EVENTS[1], "avro")) == EVENTS[1]
+
+
+# --- real CDC JSON shapes and poison pills (row as an object, lone surrogates) ---
+
+
+def _json(**fields: Any) -> bytes:
+    return json.dumps(
+        {"txn_id": "t", "type": "DATA", "database": "d", "table": "x", **fields}
+    ).encode()
+
+
+def test_row_as_a_nested_object_becomes_its_compact_text() -> None:
+    decoder = make_decoder(CodecSettings())
+    event = decoder.decode(
+        _json(op="UPSERT", row={"id": 1, "name": "Zoë", "tags": [1, {"a": None}]})
+    )
+    assert json.loads(event.row) == {"id": 1, "name": "Zoë", "tags": [1, {"a": None}]}
+    assert event.row == '{"id":1,"name":"Zoë","tags":[1,{"a":null}]}'
+    assert event_problem(event) is None
+
+
+def test_row_object_keeps_every_decimal_digit_and_big_integers() -> None:
+    raw = (
+        b'{"txn_id":"t","type":"DATA","database":"d","table":"x","op":"UPSERT",'
+        b'"row":{"amount":12345678901234567.890123456789,"small":0.10,'
+        b'"big":123456789012345678901234567890}}'
+    )
+    event = make_decoder(CodecSettings()).decode(raw)
+    assert event.row == (
+        '{"amount":12345678901234567.890123456789,"small":0.10,'
+        '"big":123456789012345678901234567890}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("row", "why"),
+    [
+        ("[1, 2]", "must be a JSON object, got list"),
+        ("42", "must be a JSON object, got int"),
+        ('"text"', "must be a JSON object, got str"),
+        ("{not json", "not valid JSON"),
+        ('{"a": "\\ud800"}', "lone UTF-16 surrogate"),
+    ],
+)
+def test_rows_starrocks_cannot_take_are_invalid_events(row: str, why: str) -> None:
+    event = make_decoder(CodecSettings()).decode(_json(op="UPSERT", row=row))
+    problem = event_problem(event)
+    assert problem is not None
+    assert why in problem
+
+
+@pytest.mark.parametrize("row", [[1, 2], 42, True])
+def test_row_that_is_neither_object_nor_string_is_undecodable(row: Any) -> None:
+    with pytest.raises(DecodeError, match="field 'row' must be str"):
+        make_decoder(CodecSettings()).decode(_json(op="UPSERT", row=row))
+
+
+def test_lone_surrogate_in_an_event_field_is_undecodable() -> None:
+    raw = b'{"txn_id": "t\\ud800", "type": "TXN_BEGIN"}'
+    with pytest.raises(DecodeError, match="lone UTF-16 surrogate"):
+        make_decoder(CodecSettings()).decode(raw)

@@ -230,3 +230,20 @@ def test_counts_match_the_events() -> None:
 def test_invalid_config_is_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(DemoConfigError):
         WorkloadConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_row_as_object_splices_the_row_text_into_the_event() -> None:
+    import json
+    from decimal import Decimal
+
+    from app.demo.generate import json_with_row_object
+    from assembler import CodecSettings, make_decoder
+    from assembler.events import Event
+
+    row = '{"order_id":1,"total_amount":12.30}'
+    raw = json_with_row_object(Event("t", "DATA", "demo", "orders", "UPSERT", row))
+    assert json.loads(raw, parse_float=Decimal)["row"] == {
+        "order_id": 1,
+        "total_amount": Decimal("12.30"),
+    }
+    assert make_decoder(CodecSettings()).decode(raw).row == row

@@ -18,6 +18,7 @@ Guarantees (the exact choices are written down in ``docs/assembler.md``):
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Violation
 from assembler.state import PartitionState, StateError, TxnStatus
 from common.errors import Terminal
+
+logger = logging.getLogger(__name__)
 
 _BEGIN = EventType.TXN_BEGIN.value
 _DATA = EventType.DATA.value
@@ -242,6 +245,19 @@ class _Run:
                 raise AssemblerError(msg)
             if offset <= self.last_offset:
                 continue  # replay (or duplicate within the call): already applied
+            if offset > self.last_offset + 2 and self.last_offset >= 0:
+                # Records the pipeline never saw: Spark skipped them because Kafka no longer
+                # has them (fail-on-data-loss=false). One or two missing offsets are what a
+                # transactional producer's commit/abort markers leave, so they are not reported.
+                logger.warning(
+                    "offsets skipped topic=%s partition=%s first=%s last=%s count=%s: not in "
+                    "Kafka any more when read (source.fail-on-data-loss=false)",
+                    topic,
+                    partition,
+                    self.last_offset + 1,
+                    offset - 1,
+                    offset - self.last_offset - 1,
+                )
             try:
                 ev = decode(rec.value)
                 problem = event_problem(ev)

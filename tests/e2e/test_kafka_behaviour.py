@@ -143,6 +143,9 @@ def test_backlog_beyond_max_offsets_then_records_deleted_while_down(
     skipped = "\n".join(skipping.lines)
     pattern = rf"Cannot fetch offset 120\b.*TopicPartition: {re.escape(topic)}-0"
     assert re.search(pattern, skipped), skipped[-3000:]
+    # ... and the pipeline says exactly which offsets it never saw.
+    line = f"offsets skipped topic={topic} partition=0 first=120 last=122 count=3"
+    assert line in skipped, skipped[-3000:]
 
 
 def test_topic_deleted_and_recreated_stops_with_a_clear_message(

@@ -206,3 +206,30 @@ def test_assembler_and_state_pickle() -> None:
     assert st == d.state
     assert rows(d.feed(records(txn("a", 1)[2:], start=2))) != []
     assert rejects(d.steps[-1].outputs) == []
+
+
+def test_offsets_the_pipeline_never_saw_are_logged_once_with_their_range(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from assembler.codecs import encode_event
+    from assembler.events import Event
+
+    def rec(offset: int, event: Event) -> SourceRecord:
+        return SourceRecord("t", 0, offset, encode_event(event, "json"), None)
+
+    def one_txn(first: int, name: str) -> list[SourceRecord]:
+        return [
+            rec(first, Event(name, "TXN_BEGIN")),
+            rec(first + 1, Event(name, "DATA", "d", "x", "UPSERT", '{"id": 1}')),
+            rec(first + 2, Event(name, "TXN_END", event_count=1)),
+        ]
+
+    assembler = TransactionAssembler(AssemblerSettings())
+    caplog.set_level("WARNING", logger="assembler.machine")
+    state = assembler.process(None, one_txn(0, "a"), now_ms=1).state
+    assert not caplog.records
+    # Offsets 3..9 are gone (retention); 12 -> 14 leaves a marker-sized gap, not reported.
+    assembler.process(state, [*one_txn(10, "b"), *one_txn(14, "c")], now_ms=2)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith("offsets skipped topic=t partition=0 first=3 last=9 count=7")

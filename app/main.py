@@ -64,12 +64,13 @@ def configure_logging(level: str) -> None:
 def run(config: AppConfig) -> int:
     """Start Spark, validate the sink, run the query until it ends or is stopped."""
     from app.pipeline import query_id_of, start_query
+    from app.preflight import check_kafka
     from app.progress import ProgressReporter
     from app.session import build_session
     from sinks.starrocks.sink import StarRocksSink
 
-    spark = build_session(config)
-    spark.sparkContext.setLogLevel("WARN")
+    # Kafka and StarRocks first: a wrong address fails in seconds, before Spark starts.
+    check_kafka(config.source)
     reporter = ProgressReporter(enabled=config.pipeline.progress == "line")
     sink = StarRocksSink(
         config.starrocks,
@@ -77,6 +78,8 @@ def run(config: AppConfig) -> int:
         fault_hook=crash_hook(config.crash_at, reporter) if config.crash_at else None,
     )
     sink.open()
+    spark = build_session(config)
+    spark.sparkContext.setLogLevel("WARN")
     query = start_query(spark, config, sink, reporter)
     log.info(
         "query started name=%s id=%s checkpoint=%s",

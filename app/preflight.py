@@ -1,0 +1,54 @@
+"""Checks that run before Spark starts, so a wrong address fails in seconds with one line.
+
+Without them an unreachable broker surfaced minutes later, deep in Spark's log (the Kafka
+connector retries metadata for a long time); StarRocks is checked by the sink's own ``open()``,
+which ``main`` now also calls before the SparkSession starts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.config import SourceSettings
+from common.errors import CdcError, Terminal
+
+log = logging.getLogger(__name__)
+
+
+class PreflightError(CdcError, Terminal):
+    """A dependency the pipeline needs does not answer, or answers no."""
+
+
+def check_kafka(source: SourceSettings, timeout_s: float = 15.0) -> None:
+    """The brokers answer a metadata request; warn about topics that do not exist yet.
+
+    Raises:
+        PreflightError: no answer within ``timeout_s``, naming the setting to fix.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    settings: dict[str, str | int | float | bool] = {
+        k.removeprefix("kafka."): v for k, v in source.extra_options.items()
+    }
+    settings["bootstrap.servers"] = source.bootstrap_servers
+    # librdkafka logs every failed connection attempt: the one line below says it instead.
+    settings["log_level"] = 0
+    try:
+        metadata = AdminClient(settings).list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        error = e.args[0] if e.args else e
+        reason = error.str() if hasattr(error, "str") else str(error)
+        msg = (
+            f"Kafka at source.bootstrap-servers={source.bootstrap_servers} did not answer in "
+            f"{timeout_s:.0f} s ({reason}): check the address and port, "
+            "and source.options.kafka.* (security protocol, SASL) if the cluster needs them"
+        )
+        raise PreflightError(msg) from None
+    missing = [t for t in source.topics if t not in metadata.topics]
+    for topic in missing:
+        log.warning(
+            "topic does not exist yet topic=%s bootstrap=%s: the query waits for it",
+            topic,
+            source.bootstrap_servers,
+        )

@@ -59,7 +59,7 @@ PY
 exec "$SPARK_SUBMIT" \
   --conf "spark.pyspark.python=$PYTHON" \
   --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
-  --driver-java-options "-Xss8m" \
+  --driver-java-options "-Xss8m -Dlog4j2.configurationFile=file:$here/conf/log4j2.properties" \
   --py-files "$zip_path" \
   "${extra[@]}" ${SPARK_ARGS:-} \
   "$here/app/main.py" "$@"

@@ -104,7 +104,9 @@ def run(config: AppConfig) -> int:
         while not query.awaitTermination(1):
             if stop_requested.is_set():
                 # A batch interrupted here is replayed on the next start; the sink's label
-                # check keeps it exactly once.
+                # check keeps it exactly once. Its interrupted Spark call would otherwise
+                # log a Java stack through py4j: a requested stop is not an error.
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)
                 query.stop()
                 break
     except StreamingQueryException:

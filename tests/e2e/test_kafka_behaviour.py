@@ -191,6 +191,10 @@ def test_partitions_added_while_running_are_read_from_their_start(
     ]
     assert run.stop() == 0
     assert order_ids(stack) == set(range(10))
+    # A quiet start and stop (conf/log4j2.properties): no Spark INFO lines, no Java stack.
+    log = "\n".join(run.lines)
+    assert not re.search(r"^\d\d/\d\d/\d\d \S+ INFO ", log, re.M), log[:3000]
+    assert "\tat org.apache" not in log, log[-3000:]
     conn = stack.connect()
     try:
         assert committed_offsets(conn, NAME, topic) == {0: 8, 1: 8, 2: 11}

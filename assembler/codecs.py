@@ -23,6 +23,7 @@ import io
 import json
 import struct
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -403,9 +404,14 @@ class ConfluentDecoder:
 
     Writer schemas come from ``registry_schemas`` first, then from the registry
     (``GET {url}/schemas/ids/{id}``), and are cached per id for the decoder's life. Schema ids
-    are immutable in a registry, so the cache never needs invalidating; an id the registry
-    does not know (404) is cached as unknown too, so a flood of such records costs one request.
+    are immutable in a registry, so the cache never needs invalidating. A 404 may be transient
+    (a replica that has not seen a just-registered schema yet), so it is asked again after
+    ``unknown_retry_delays_s`` before the record is rejected, and the "unknown" answer is kept
+    only ``unknown_ttl_s`` (a flood of such records costs a few requests a minute, not one each).
     """
+
+    unknown_retry_delays_s: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0)
+    unknown_ttl_s: float = 60.0
 
     def __init__(self, settings: CodecSettings) -> None:
         if not settings.registry_url and not settings.registry_schemas:
@@ -415,7 +421,9 @@ class ConfluentDecoder:
         where = settings.schema_path or str(EVENT_SCHEMA_PATH)
         self._reader_schema = _parse_schema(_read_schema_text(settings.schema_path), where)
         _check_reader_schema(self._reader_schema, where)
-        self._readers: dict[int, _Reader | str] = {}  # str = cached reason the id is unknown
+        self._readers: dict[int, _Reader] = {}
+        # id -> (reason it is unknown, monotonic time until which that answer stands)
+        self._unknown: dict[int, tuple[str, float]] = {}
         self._lock = threading.Lock()
         self._session: requests.Session | None = None
         self.registry_requests = 0
@@ -437,7 +445,7 @@ class ConfluentDecoder:
             )
             raise DecodeError(msg)
         schema_id = int.from_bytes(value[1:_CONFLUENT_HEADER], "big")
-        reader = self._readers.get(schema_id)
+        reader: _Reader | str | None = self._readers.get(schema_id)
         if reader is None:
             reader = self._load(schema_id)
         if isinstance(reader, str):
@@ -449,17 +457,29 @@ class ConfluentDecoder:
             cached = self._readers.get(schema_id)
             if cached is not None:
                 return cached
+            unknown = self._unknown.get(schema_id)
+            if unknown is not None and time.monotonic() < unknown[1]:
+                return unknown[0]
             text = self._writer_schema_text(schema_id)
+            for delay in self.unknown_retry_delays_s if text is None else ():
+                time.sleep(delay)
+                text = self._writer_schema_text(schema_id)
+                if text is not None:
+                    break
             if text is None:
-                result: _Reader | str = f"unknown schema id {schema_id}"
-            else:
-                try:
-                    writer = avro.schema.parse(text)
-                    result = _make_reader(writer, json.loads(text), self._reader_schema)
-                except (avro.errors.AvroException, ValueError) as e:
-                    result = f"schema id {schema_id} is not a valid Avro schema: {e}"
-            self._readers[schema_id] = result
-            return result
+                reason = f"unknown schema id {schema_id}"
+                self._unknown[schema_id] = (reason, time.monotonic() + self.unknown_ttl_s)
+                return reason
+            try:
+                writer = avro.schema.parse(text)
+                reader = _make_reader(writer, json.loads(text), self._reader_schema)
+            except (avro.errors.AvroException, ValueError) as e:
+                # The registry's answer for an id never changes: this one is final.
+                reason = f"schema id {schema_id} is not a valid Avro schema: {e}"
+                self._unknown[schema_id] = (reason, float("inf"))
+                return reason
+            self._readers[schema_id] = reader
+            return reader
 
     def _writer_schema_text(self, schema_id: int) -> str | None:
         local = (self._settings.registry_schemas or {}).get(schema_id)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from assembler import CodecSettings, DecodeError, Event, encode_event, make_decoder
 from assembler.codecs import (
+    ConfluentDecoder,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
     _FlatAvroReader,
@@ -246,7 +247,12 @@ def registry() -> Iterator[Registry]:
     reg.close()
 
 
-def test_registry_fetch_and_cache(registry: Registry) -> None:
+@pytest.fixture
+def quick_unknown_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ConfluentDecoder, "unknown_retry_delays_s", (0.01, 0.01))
+
+
+def test_registry_fetch_and_cache(registry: Registry, quick_unknown_retries: None) -> None:
     dec = make_decoder(CodecSettings(encoding="confluent", registry_url=registry.url + "/"))
     for _ in range(3):
         for e in EVENTS:
@@ -254,8 +260,38 @@ def test_registry_fetch_and_cache(registry: Registry) -> None:
         assert dec.decode(encode_v2("b", "TXN_END", None, 2)) == Event("b", "TXN_END")
         with pytest.raises(DecodeError, match="unknown schema id 9"):
             dec.decode(encode_event(EVENTS[0], "confluent", schema_id=9))
-    assert registry.requests == ["/schemas/ids/1", "/schemas/ids/2", "/schemas/ids/9"]
-    assert dec.registry_requests == 3  # type: ignore[attr-defined]
+    # id 9: asked three times (a 404 may be a replica lagging), then "unknown" is cached.
+    assert registry.requests == ["/schemas/ids/1", "/schemas/ids/2"] + ["/schemas/ids/9"] * 3
+    assert dec.registry_requests == 5  # type: ignore[attr-defined]
+
+
+def test_a_schema_registered_a_moment_late_is_not_a_rejection(
+    registry: Registry, quick_unknown_retries: None
+) -> None:
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_url=registry.url))
+    value = encode_event(EVENTS[0], "confluent", schema_id=5)
+    original = registry.server.RequestHandlerClass.do_GET  # type: ignore[attr-defined]
+
+    def lagging(handler: Any) -> None:
+        if len(registry.requests) == 1:
+            registry.schemas[5] = SCHEMA_TEXT  # the replica catches up after the first 404
+        original(handler)
+
+    registry.server.RequestHandlerClass.do_GET = lagging  # type: ignore[attr-defined]
+    assert dec.decode(value) == EVENTS[0]
+    assert registry.requests == ["/schemas/ids/5", "/schemas/ids/5"]
+
+
+def test_unknown_ids_are_asked_again_after_the_ttl(
+    registry: Registry, quick_unknown_retries: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ConfluentDecoder, "unknown_ttl_s", 0.0)
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_url=registry.url))
+    value = encode_event(EVENTS[0], "confluent", schema_id=6)
+    with pytest.raises(DecodeError, match="unknown schema id 6"):
+        dec.decode(value)
+    registry.schemas[6] = SCHEMA_TEXT
+    assert dec.decode(value) == EVENTS[0]
 
 
 def test_local_schemas_take_precedence_over_the_registry(registry: Registry) -> None:

@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
         # Number of state-store partitions; frozen into the checkpoint at the first run.
         "state-partitions": 2,
         "progress": "line",
+        # Prometheus metrics on the driver (docs/metrics.md); 0 = off.
+        "metrics-port": 0,
+        "metrics-host": "127.0.0.1",
     },
     "source": {
         "format": "kafka",
@@ -85,6 +88,8 @@ class PipelineSettings:
     trigger_interval_ms: int
     state_partitions: int
     progress: Literal["line", "quiet"]
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,8 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
         ),
         state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
         progress="line" if progress == "line" else "quiet",
+        metrics_port=_int(section, "pipeline", "metrics-port", minimum=0),
+        metrics_host=_str(section, "pipeline", "metrics-host"),
     )
 
 

@@ -63,7 +63,7 @@ def configure_logging(level: str) -> None:
 
 def run(config: AppConfig) -> int:
     """Start Spark, validate the sink, run the query until it ends or is stopped."""
-    from app.pipeline import query_id_of, start_query
+    from app.pipeline import detach_listeners, query_id_of, start_query
     from app.preflight import check_kafka
     from app.progress import ProgressReporter
     from app.session import build_session
@@ -71,7 +71,14 @@ def run(config: AppConfig) -> int:
 
     # Kafka and StarRocks first: a wrong address fails in seconds, before Spark starts.
     check_kafka(config.source)
-    reporter = ProgressReporter(enabled=config.pipeline.progress == "line")
+    metrics = None
+    if config.pipeline.metrics_port:
+        from app.metrics import PipelineMetrics
+
+        metrics = PipelineMetrics(config.pipeline.name)
+        port = metrics.serve(config.pipeline.metrics_port, config.pipeline.metrics_host)
+        log.info("metrics served url=http://%s:%s/metrics", config.pipeline.metrics_host, port)
+    reporter = ProgressReporter(enabled=config.pipeline.progress == "line", metrics=metrics)
     sink = StarRocksSink(
         config.starrocks,
         query_id_provider=lambda: query_id_of(spark),
@@ -112,6 +119,7 @@ def run(config: AppConfig) -> int:
     except StreamingQueryException:
         pass  # reported below, from query.exception(), in one line
     finally:
+        detach_listeners(spark)
         sink.close()
         log.info(
             "query ended batches=%s txns=%s rows=%s rejected_records=%s",

@@ -136,6 +136,8 @@ class BatchWriter:
             stats.sink_ms = (time.monotonic() - sink_started) * 1000
             stats.label = getattr(result, "label", None)
             stats.skipped = bool(getattr(result, "skipped", False))
+            stats.outcome = str(getattr(result, "outcome", "committed"))
+            stats.attempt = int(getattr(result, "attempt", 0))
         finally:
             df.unpersist()
         log.info(
@@ -173,11 +175,16 @@ def _count(
     # One group per rejected transaction (first_offset), so that rejected transactions are
     # counted without a distinct aggregate (which would add a shuffle to every batch).
     rejected_txn = F.when(~is_row, F.col("first_offset")).alias("rejected_txn")
+    # The violation is the reason's first word ("txn-timeout: ...").
+    reason = F.when(~is_row, F.regexp_extract("reason", r"^([A-Za-z-]+)", 1)).alias("violation")
+    txn_end = is_row & F.col("is_txn_end")
     groups = (
-        df.groupBy(*keys, "kind", rejected_txn)
+        df.groupBy(*keys, "kind", rejected_txn, reason)
         .agg(
             *target_stats_aggregates(),
-            F.sum(F.when(is_row & F.col("is_txn_end"), 1).otherwise(0)).alias("txns"),
+            F.sum(F.when(txn_end, 1).otherwise(0)).alias("txns"),
+            # One source time per committed transaction: BEGIN -> visible in the metrics.
+            F.collect_list(F.when(txn_end, F.col("source_ts_ms"))).alias("source_ts"),
         )
         .collect()
     )
@@ -189,9 +196,14 @@ def _count(
         if g["kind"] == KIND_ROW:
             stats.rows += target.rows
             stats.transactions += int(g["txns"] or 0)
+            stats.source_ts_ms.extend(int(ts) for ts in g["source_ts"] or () if ts is not None)
         else:
             stats.rejected_records += target.rows
             rejected.add((target.topic, target.partition, int(g["rejected_txn"])))
+            violation = g["violation"] or "unknown"
+            stats.rejects_by_reason[violation] = (
+                stats.rejects_by_reason.get(violation, 0) + target.rows
+            )
         if target.last_offset >= 0:
             key = (target.topic, target.partition)
             stats.emitted[key] = max(target.last_offset, stats.emitted.get(key, -1))
@@ -233,6 +245,17 @@ def query_id_of(spark: SparkSession) -> str:
     return str(value)
 
 
+# Listeners this process added (driver): removed before the driver exits, or the JVM posts
+# the query's last events to a Python side that is gone (a Java stack in the log).
+_LISTENERS: list[ProgressListener] = []
+
+
+def detach_listeners(spark: SparkSession) -> None:
+    """Remove the progress listeners ``start_query`` added (call once the query ended)."""
+    while _LISTENERS:
+        spark.streams.removeListener(_LISTENERS.pop())
+
+
 def start_query(
     spark: SparkSession,
     config: AppConfig,
@@ -241,7 +264,9 @@ def start_query(
     events: DataFrame | None = None,
 ) -> StreamingQuery:
     """Wire source, assembler and sink and start the streaming query."""
-    spark.streams.addListener(ProgressListener(reporter, config.pipeline.name))
+    listener = ProgressListener(reporter, config.pipeline.name)
+    spark.streams.addListener(listener)
+    _LISTENERS.append(listener)
     source = events if events is not None else read_events(spark, config)
     assembled = assemble_transactions(source, config.assembler)
     rows = to_sink_rows(assembled, config)

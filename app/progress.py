@@ -14,9 +14,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
+
+if TYPE_CHECKING:
+    from app.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +38,21 @@ class BatchStats:
     skipped: bool = False
     # Highest source offset emitted (a TXN_END or a dead-lettered record) per (topic, partition).
     emitted: dict[tuple[str, int], int] = field(default_factory=dict)
+    # The sink's outcome ("committed", "already_applied", "empty", ...) and attempt number.
+    outcome: str = "empty"
+    attempt: int = 0
+    # Rejected records by violation (the reason's first word).
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    # source_ts_ms of each committed source transaction (for BEGIN -> visible latency).
+    source_ts_ms: list[int] = field(default_factory=list)
 
 
 class ProgressReporter:
     """Keeps totals and per-partition emitted offsets; prints one line per batch."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, metrics: PipelineMetrics | None = None) -> None:
         self._enabled = enabled
+        self._metrics = metrics
         self._lock = threading.Lock()
         self._pending: dict[int, BatchStats] = {}
         self._emitted: dict[tuple[str, int], int] = {}
@@ -66,18 +77,23 @@ class ProgressReporter:
             for key, offset in stats.emitted.items():
                 self._emitted[key] = max(offset, self._emitted.get(key, -1))
             self._pending[stats.batch_id] = stats
+        if self._metrics is not None:
+            self._metrics.on_batch(stats)
 
     def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
         """Spark's progress for ``batch_id``: print the batch's line."""
         with self._lock:
             stats = self._pending.pop(batch_id, None)
-            self.open_transactions = sum(
-                1
+            open_partitions = {
+                (topic, int(partition)): int(end) - 1
+                > self._emitted.get((topic, int(partition)), -1)
                 for topic, partitions in end_offsets.items()
                 for partition, end in partitions.items()
-                if int(end) - 1 > self._emitted.get((topic, int(partition)), -1)
-            )
+            }
+            self.open_transactions = sum(open_partitions.values())
             open_txns = self.open_transactions
+        if self._metrics is not None:
+            self._metrics.on_open(open_partitions, time.time())
         if not self._enabled or stats is None:
             return
         elapsed = max(time.monotonic() - self.started, 1e-9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from devstack.kafka.admin import add_partitions, create_topic, produce
+from devstack.kafka.broker import free_port
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, wait_caught_up
 
@@ -93,6 +95,28 @@ def wait_exit(proc: PipelineProcess, timeout_s: float) -> int | None:
     while proc.running() and time.monotonic() < deadline:
         time.sleep(0.2)
     return proc.returncode()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """``/metrics`` as {sample with labels: value} (Prometheus text format)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, number = line.rpartition(" ")
+            samples[name] = float(number)
+    return samples
+
+
+def scrape_until(port: int, name: str, want: float, timeout_s: float = 30) -> dict[str, float]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        samples = scrape(port)
+        if samples.get(name) == want or time.monotonic() > deadline:
+            assert samples.get(name) == want, samples
+            return samples
+        time.sleep(0.2)
 
 
 def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
@@ -181,14 +205,24 @@ def test_partitions_added_while_running_are_read_from_their_start(
     create_topic(stack.bootstrap, topic, 2)
     produce_orders(stack, topic, range(3), partition=0)
     produce_orders(stack, topic, range(3, 6), partition=1)
-    run = pipeline(stack, tmp_path, topic)
+    port = free_port()
+    run = pipeline(stack, tmp_path, topic, f"pipeline.metrics-port={port}")
     assert caught_up(stack, topic, {0: 9, 1: 9})
+    # The metrics endpoint, scraped while the pipeline runs.
+    # (The sink's commit is visible a moment before the batch's metrics are recorded.)
+    first = scrape_until(port, "cdc_rows_committed_total", 6)
+    assert first["cdc_transactions_committed_total"] == 6
+    assert first['cdc_batches_total{outcome="committed"}'] >= 1
+    assert first["cdc_begin_to_visible_seconds_count"] == 6
+    assert first['cdc_last_committed_offset{partition="0",topic="cdc.growing"}'] == 8
 
     add_partitions(stack.bootstrap, topic, 3)
     produce_orders(stack, topic, range(6, 10), partition=2)
     assert caught_up(stack, topic, {0: 9, 1: 9, 2: 12}), (tmp_path / "pipeline.log").read_text()[
         -3000:
     ]
+    later = scrape_until(port, "cdc_rows_committed_total", 10)
+    assert later['cdc_last_committed_offset{partition="2",topic="cdc.growing"}'] == 11
     assert run.stop() == 0
     assert order_ids(stack) == set(range(10))
     # A quiet start and stop (conf/log4j2.properties): no Spark INFO lines, no Java stack.

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+from app.metrics import PipelineMetrics
+from app.progress import BatchStats
+
+pytestmark = pytest.mark.unit
+
+
+def value(m: PipelineMetrics, name: str, **labels: str) -> float:
+    found = m.registry.get_sample_value(name, labels)
+    return -1.0 if found is None else found
+
+
+def test_a_committed_batch_counts_rows_txns_rejects_latency_and_offsets() -> None:
+    m = PipelineMetrics("p")
+    stats = BatchStats(
+        batch_id=3,
+        rows=10,
+        transactions=4,
+        rejected_records=3,
+        rejected_transactions=1,
+        label="p-q-3-1",
+        sink_ms=120.0,
+        emitted={("cdc", 0): 41, ("cdc", 1): 7},
+        outcome="committed",
+        attempt=1,
+        rejects_by_reason={"txn-timeout": 3},
+        source_ts_ms=[9_000, 9_500],
+    )
+    m.on_batch(stats, now_s=10.0)
+    assert value(m, "cdc_batches_total", outcome="committed") == 1
+    assert value(m, "cdc_rows_committed_total") == 10
+    assert value(m, "cdc_transactions_committed_total") == 4
+    assert value(m, "cdc_rejected_records_total", reason="txn-timeout") == 3
+    assert value(m, "cdc_rejected_transactions_total") == 1
+    assert value(m, "cdc_recovery_actions_total", action="rolled_back_attempt") == 1
+    assert value(m, "cdc_commit_seconds_count") == 1
+    assert value(m, "cdc_commit_seconds_sum") == pytest.approx(0.12)
+    assert value(m, "cdc_begin_to_visible_seconds_count") == 2
+    assert value(m, "cdc_begin_to_visible_seconds_sum") == pytest.approx(1.0 + 0.5)
+    assert value(m, "cdc_last_committed_offset", topic="cdc", partition="0") == 41
+    assert value(m, "cdc_last_commit_timestamp_seconds") == 10.0
+
+
+def test_a_replayed_batch_is_a_recovery_action_and_counts_nothing_twice() -> None:
+    m = PipelineMetrics("p")
+    m.on_batch(
+        BatchStats(batch_id=3, rows=10, transactions=4, outcome="already_applied", skipped=True)
+    )
+    assert value(m, "cdc_recovery_actions_total", action="skipped_batch") == 1
+    assert value(m, "cdc_rows_committed_total") == 0
+
+
+def test_open_transaction_age_per_partition() -> None:
+    m = PipelineMetrics("p")
+    m.on_open({("cdc", 0): True, ("cdc", 1): False}, now_s=100.0)
+    m.on_open({("cdc", 0): True, ("cdc", 1): True}, now_s=130.0)
+    assert value(m, "cdc_open_transactions") == 2
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 30
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 0
+    m.on_open({("cdc", 0): False, ("cdc", 1): True}, now_s=140.0)
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 0
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 10
+
+
+def test_served_over_http() -> None:
+    m = PipelineMetrics("p")
+    port = m.serve(0, "127.0.0.1")
+    m.on_batch(BatchStats(batch_id=0, rows=2, transactions=1, label="l", outcome="committed"))
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    assert "cdc_rows_committed_total 2.0" in text

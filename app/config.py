@@ -61,15 +61,6 @@ DEFAULTS: dict[str, Any] = {
         "app-name": "",
         "conf": {},
     },
-    # TEST ONLY. Off by default; used by the fault-injection tools to crash the driver.
-    "testing": {
-        # point[@batch]: kill -9 the driver at that point of the sink protocol, at the first
-        # batch >= batch. Points: see sinks.starrocks.sink.FAULT_POINTS.
-        "crash-at": "",
-        # A file the crash appends "point batch" to before the kill: the last lines of the
-        # driver's output may die with the JVM, this record does not.
-        "crash-marker": "",
-    },
 }
 
 _ENV_PREFIX = "CDC_"
@@ -134,15 +125,6 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
-class CrashPoint:
-    """TEST ONLY: where the driver kills itself (``testing.crash-at``)."""
-
-    point: str
-    from_batch: int = 0
-    marker: str = ""
-
-
-@dataclass(frozen=True)
 class AppConfig:
     """Everything the application needs, validated."""
 
@@ -152,7 +134,6 @@ class AppConfig:
     dead_letter: DeadLetterSettings
     starrocks: StarRocksSinkConfig
     spark: SparkSettings
-    crash_at: CrashPoint | None = None
     raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -203,7 +184,6 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
             app_name=_str(tree["spark"], "spark", "app-name") or f"cdc-{pipeline.name}",
             conf=_string_map(tree["spark"]["conf"], "spark.conf"),
         ),
-        crash_at=_crash_point(tree["testing"]),
         raw=tree,
     )
 
@@ -275,21 +255,6 @@ def _dead_letter(section: Mapping[str, Any]) -> DeadLetterSettings:
         destination="table" if destination == "table" else "file",
         path=_str(section, "dead-letter", "path"),
     )
-
-
-def _crash_point(section: Mapping[str, Any]) -> CrashPoint | None:
-    from sinks.starrocks.sink import FAULT_POINTS
-
-    _check_keys(section, DEFAULTS["testing"], "testing")
-    text = _str(section, "testing", "crash-at").strip()
-    if not text:
-        return None
-    point, _, batch = text.partition("@")
-    if point not in FAULT_POINTS or (batch and not batch.isdigit()):
-        msg = f"testing.crash-at={text!r}: expected POINT[@BATCH], POINT one of {FAULT_POINTS}"
-        raise ConfigError(msg)
-    marker = _str(section, "testing", "crash-marker").strip()
-    return CrashPoint(point=point, from_batch=int(batch or 0), marker=marker)
 
 
 # --- merging ---------------------------------------------------------------------------

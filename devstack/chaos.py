@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import shutil
 import sys
 import threading
@@ -35,10 +34,13 @@ from app.demo.badinput import BadInputKind
 from app.demo.generate import GenerationResult, GeneratorConfig, generate
 from app.demo.verify import Verdict, WatchReport, run, watch
 from app.demo.workload import WorkloadConfig
+from app.main import INSTRUMENT_ENV
 from devstack.faultproxy.launcher import ProxyHandle, start_proxy
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
+from devstack.starrocks.crashpoints import CRASH_AT_ENV, CRASH_MARKER_ENV
+from sinks.starrocks.labels import parse_label
 
 TOPIC = "cdc.orders"
 NAME = "chaos"
@@ -140,12 +142,20 @@ class Supervisor:
         self.armed = None
         overrides = self.stack.pipeline_overrides(TOPIC, self.workdir / "checkpoint", NAME)
         overrides += self.extra
+        env: dict[str, str] = {}
         if self.pending_crashes:
             self.armed = self.pending_crashes.pop(0)
-            overrides.append(f"testing.crash-at={self.armed}")
-            overrides.append(f"testing.crash-marker={self.marker}")
+            # Injected through the entry point's instrumentation hook: the product has no
+            # crash setting (devstack/starrocks/crashpoints.py wraps its TxnApi).
+            env = {
+                INSTRUMENT_ENV: "devstack.starrocks.crashpoints:from_env",
+                CRASH_AT_ENV: self.armed,
+                CRASH_MARKER_ENV: str(self.marker),
+            }
         self._fired_at_start = len(crashes_in(self.marker))
-        self.process = PipelineProcess(LOCAL_CONFIG, overrides, self.workdir / "pipeline.log")
+        self.process = PipelineProcess(
+            LOCAL_CONFIG, overrides, self.workdir / "pipeline.log", env=env
+        )
         self.process.start()
         self.starts += 1
 
@@ -413,17 +423,18 @@ def crashes_in(marker: Path) -> list[str]:
     return [line.split()[0] for line in marker.read_text().splitlines() if line.strip()]
 
 
-_LABEL = re.compile(r"^(?P<prefix>.+)-(?P<qid>[0-9a-f-]{36})-(?P<batch>\d+)-(?P<attempt>\d+)$")
+def _double_commits(stack: LocalStack, prefix: str = NAME) -> int:
+    """Batches (per table in per-table mode) with more than one committed label (must be 0).
 
-
-def _double_commits(stack: LocalStack) -> int:
-    """Batches with more than one committed label on the server (must be zero)."""
+    Labels are read with the product's own rule (:func:`sinks.starrocks.labels.parse_label`),
+    so per-table labels (``...-{batch}-{attempt}-{table}``) are counted too.
+    """
     assert stack.emulator is not None
-    per_batch: Counter[tuple[str, str]] = Counter()
+    per_batch: Counter[tuple[str, int, str | None]] = Counter()
     for label, state in stack.emulator.control.labels().items():
-        m = _LABEL.match(label)
-        if m and state in ("COMMITTED", "VISIBLE"):
-            per_batch[(m["qid"], m["batch"])] += 1
+        parts = parse_label(label, prefix)
+        if parts is not None and state in ("COMMITTED", "VISIBLE"):
+            per_batch[(parts.query_id, parts.batch_id, parts.table)] += 1
     return sum(1 for n in per_batch.values() if n > 1)
 
 

@@ -79,3 +79,7 @@ class LoadReport:
 #: ``labels[table]`` and report per table. It must not raise for StarRocks or data problems
 #: (it reports them); any exception it raises is treated as a failed Spark job (transient).
 LoadJob = Callable[[Mapping[str, str], bool], Sequence[LoadReport]]
+
+#: ``instrument(batch_id, api, load_job) -> (api, load_job)``: the entry point's hook to wrap
+#: the two seams per batch (fault injection, tracing); the product itself never sets one.
+Instrument = Callable[[int, TxnApi, LoadJob], tuple[TxnApi, LoadJob]]

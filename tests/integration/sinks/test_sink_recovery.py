@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import DB, batch, make_sink, order_txn, table_rows
+from .conftest import DB, batch, make_sink, order_txn, points, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +121,7 @@ def test_server_restart_mid_batch_retries_under_a_new_label(sr, spark):
             fired.append(point)
             restart_after_begin(point)
 
-    sink._fault_hook = once
+    sink.instrument = points(once)
     result = sink.write_batch(batch(spark, rows()), 0)
     assert result.outcome == "committed"
     assert result.attempt == 1

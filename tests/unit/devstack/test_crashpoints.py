@@ -1,0 +1,63 @@
+"""Crash points wrap the sink's TxnApi and load job from outside the product."""
+
+import pytest
+
+from devstack.starrocks.crashpoints import POINTS, parse_crash_at, point_instrument
+from sinks.starrocks.committer import BatchPlan, MultiTableCommitter, PerTableCommitter
+from sinks.starrocks.retry import RetryPolicy
+from tests.unit.sinks.fake_starrocks import Crash, FakeStarRocks, ScriptedApi, load_job
+
+pytestmark = pytest.mark.unit
+
+ROWS = {"orders": [{"id": 1}]}
+PLAN = BatchPlan("t", "q", 5, ("orders",), "_cdc_progress", ({"pipeline": "p"},))
+
+
+def run(mode, hook):
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    instrument = point_instrument(hook)
+    wrapped_api, wrapped_job = instrument(5, api, load_job(api, ROWS))
+    cls = MultiTableCommitter if mode == "multi" else PerTableCommitter
+    policy = RetryPolicy(sleep=lambda s: None)
+    return server, cls(wrapped_api, wrapped_job, policy).run(PLAN)
+
+
+@pytest.mark.parametrize("mode", ["multi", "per-table"])
+def test_points_fire_in_protocol_order(mode):
+    seen = []
+    run(mode, lambda batch, point: seen.append((batch, point)))
+    names = [p for _, p in seen]
+    assert {b for b, _ in seen} == {5}
+    assert names.index("after_begin") < names.index("after_load_job") < names.index("after_load")
+    assert names.index("after_load") < names.index("before_commit") < names.index("after_commit")
+    if mode == "per-table":
+        assert names.index("after_prepare") < names.index("before_commit")
+
+
+@pytest.mark.parametrize("mode", ["multi", "per-table"])
+@pytest.mark.parametrize("point", [p for p in POINTS if p != "during_recovery"])
+def test_a_crash_at_any_point_is_recovered_exactly_once(mode, point):
+    if mode == "multi" and point == "after_prepare":
+        pytest.skip("multi-table mode has no prepare")
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+
+    def crash(_batch, name):
+        if name == point:
+            raise Crash(name)
+
+    wrapped_api, wrapped_job = point_instrument(crash)(5, api, load_job(api, ROWS))
+    cls = MultiTableCommitter if mode == "multi" else PerTableCommitter
+    with pytest.raises(Crash):
+        cls(wrapped_api, wrapped_job, RetryPolicy(sleep=lambda s: None)).run(PLAN)
+    cls(api, load_job(api, ROWS), RetryPolicy(sleep=lambda s: None)).run(PLAN)
+    assert server.visible["orders"] == ROWS["orders"]
+    assert server.open_labels() == []
+
+
+def test_crash_at_spelling():
+    assert parse_crash_at("after_commit@3") == ("after_commit", 3)
+    assert parse_crash_at("during_recovery") == ("during_recovery", 0)
+    with pytest.raises(ValueError, match="POINT one of"):
+        parse_crash_at("somewhere")

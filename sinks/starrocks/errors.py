@@ -8,7 +8,7 @@
 * the sink retries the whole batch under a new label attempt for any other ``Transient``
   error, after the old label is known ABORTED.
 
-The texts matched below are the server's own (``reference/starrocks-txn-protocol.md`` §3.3).
+The texts matched below are the server's own (``docs/starrocks-txn-protocol.md`` §3.3).
 Messages never contain credentials: only op, label, table, server status/message and advice.
 """
 

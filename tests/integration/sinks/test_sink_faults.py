@@ -111,3 +111,14 @@ def test_slow_load_within_timeouts(sr, spark):
     sink.open()
     sr.control.delay("load", 0.5, 2)
     assert sink.write_batch(batch(spark, rows()), 0).outcome == "committed"
+
+
+def test_commit_answered_ok_that_failed_is_redone_under_the_next_label(sr, spark):
+    """Audit finding 2: some 4.0.x FE builds answer OK to a multi-table commit that failed."""
+    sink = make_sink(sr, query_id=QID)
+    sink.open()
+    sr.control.commit_ok_but_failed(1)
+    result = sink.write_batch(batch(spark, rows()), 0)
+    assert (result.outcome, result.attempt) == ("committed", 1)
+    assert sr.control.labels(DB) == {f"t-{QID}-0-0": "ABORTED", f"t-{QID}-0-1": "VISIBLE"}
+    assert len(table_rows(sr, "orders")) == 2

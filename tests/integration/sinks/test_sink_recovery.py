@@ -137,6 +137,14 @@ def test_expired_early_attempt_does_not_hide_a_committed_later_one(sr, spark):
     client = StarRocksClient(sink.config)
     label1 = f"t-{QID}-9-1"
     client.begin(label1, multi=True)
+    # The sink always loads its progress rows, so its commits register the label (a
+    # zero-load multi-table commit never would, spec §4.3a).
+    client.load(
+        label1,
+        "_cdc_progress",
+        b'[{"pipeline":"test","topic":"cdc","kafka_partition":0,"last_offset":1,"__op":0}]',
+        multi=True,
+    )
     client.commit(label1, multi=True)
     result = sink.write_batch(batch(spark, rows()), 9)
     assert result.outcome == "already_applied"

@@ -26,6 +26,7 @@ import yaml
 
 from assembler.settings import AssemblerSettings
 from common.errors import ConfigError
+from common.options import Options
 from sinks.starrocks.config import StarRocksSinkConfig
 
 MAP_SECTIONS = ("assembler", "starrocks", "source.options", "spark.conf")
@@ -204,9 +205,7 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
         name=name,
         checkpoint_location=_str(section, "pipeline", "checkpoint-location"),
         # The trigger interval is the commit interval: one sink transaction per micro-batch.
-        trigger_interval_ms=_int(
-            starrocks, "starrocks", "sink.buffer-flush.interval-ms", minimum=0
-        ),
+        trigger_interval_ms=_duration_ms(starrocks, "starrocks", "sink.buffer-flush.interval-ms"),
         state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
         progress="line" if progress == "line" else "quiet",
     )
@@ -386,26 +385,19 @@ def _str(section: Mapping[str, Any], name: str, key: str) -> str:
 
 
 def _int(section: Mapping[str, Any], name: str, key: str, *, minimum: int) -> int:
-    raw = section.get(key)
-    try:
-        value = int(str(raw).replace("_", ""))
-    except ValueError:
-        msg = f"{name}.{key}={raw!r}: expected a whole number >= {minimum}"
-        raise ConfigError(msg) from None
-    if value < minimum:
-        msg = f"{name}.{key}={value}: must be >= {minimum}"
-        raise ConfigError(msg)
-    return value
+    opt = Options(section, name)
+    if opt.raw(key) is None:
+        opt.fail(key, f"is required (a whole number >= {minimum})")
+    return opt.integer(key, 0, minimum=minimum)
+
+
+def _duration_ms(section: Mapping[str, Any], name: str, key: str) -> int:
+    """Milliseconds; ``2s``/``500ms``/``1m`` or a bare number of milliseconds."""
+    return round(Options(section, name).duration_s(key, 0.0, unit="ms", minimum=0) * 1000)
 
 
 def _bool(section: Mapping[str, Any], name: str, key: str) -> bool:
-    raw = section.get(key)
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
-    msg = f"{name}.{key}={raw!r}: expected true or false"
-    raise ConfigError(msg)
+    opt = Options(section, name)
+    if opt.raw(key) is None:
+        opt.fail(key, "is required (true or false)")
+    return opt.boolean(key, False)

@@ -19,6 +19,7 @@ if __package__ in (None, ""):
 
 from app.config import AppConfig, load_config
 from common.errors import CdcError, ConfigError
+from common.options import is_secret_key
 
 if TYPE_CHECKING:
     from sinks.starrocks.txnapi import Instrument
@@ -167,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     if args.get:
+        if is_secret_key(args.get):
+            # Scripts call --get; a credential must not end up in their output or logs.
+            print(f"config error: {args.get} holds a secret and is never printed", file=sys.stderr)
+            return 2
         print(_lookup(config.raw, args.get))
         return 0
     if args.check_config:

@@ -61,3 +61,15 @@ def test_crash_at_spelling():
     assert parse_crash_at("during_recovery") == ("during_recovery", 0)
     with pytest.raises(ValueError, match="POINT one of"):
         parse_crash_at("somewhere")
+
+
+def test_the_entry_point_loads_the_chaos_hook_from_the_environment(monkeypatch):
+    from app.main import load_instrument
+    from common.errors import ConfigError
+
+    monkeypatch.setenv("CDC_CRASH_AT", "after_commit@2")
+    instrument = load_instrument("devstack.starrocks.crashpoints:from_env")
+    assert callable(instrument)
+    assert load_instrument("") is None
+    with pytest.raises(ConfigError, match="module:function"):
+        load_instrument("devstack.starrocks.crashpoints:nope")

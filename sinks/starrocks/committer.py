@@ -501,8 +501,12 @@ class PerTableCommitter:
         for _ in range(self._policy.batch_max_attempts):
             labels = {t: plan.label(attempt, t) for t in tables}
             txns = {t: SinkTransaction(labels[t], table=t) for t in tables}
+            # Labels a begin was sent for: an unclear begin may have opened one, so the
+            # failure path rolls back all of these, not only those that answered OK.
+            sent: set[str] = set()
             try:
                 for t in tables:
+                    sent.add(labels[t])
                     self._begin(txns[t])
                 reports = self._steps.run_loads({t: labels[t] for t in plan.tables}, False)
                 body = plan.progress(labels[plan.progress_table])
@@ -514,7 +518,7 @@ class PerTableCommitter:
             except Exception as e:
                 last_error = e
                 for txn in txns.values():
-                    if txn.status != TxnStatus.NEW:
+                    if txn.label in sent:
                         self._steps.rollback(txn.label, txn.table)
                         txn.mark_aborted()
                 if not _retryable(e):
@@ -525,7 +529,7 @@ class PerTableCommitter:
                     attempt,
                     e,
                 )
-                if any(txn.status != TxnStatus.NEW for txn in txns.values()):
+                if sent:
                     attempt += 1
                 continue
             commit_ms = self._commit_all(plan, txns)

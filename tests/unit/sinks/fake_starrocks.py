@@ -393,7 +393,15 @@ class FakeStarRocks:
 
 #: Per-call failures: before the call (nothing happens on the server), after it (it
 #: happened, the answer is lost), a crash before/after it, or an FE restart before it.
-FAULTS = ("error_before", "lost_after", "crash_before", "crash_after", "restart")
+FAULTS = (
+    "error_before",  # connection refused: nothing happened
+    "busy_before",  # HTTP 500 without a body: nothing happened
+    "in_processing",  # TXN_IN_PROCESSING: nothing happened
+    "lost_after",  # it happened; the answer was lost (read timeout)
+    "crash_before",
+    "crash_after",
+    "restart",  # FE restart just before the call
+)
 
 
 class ScriptedApi:
@@ -416,9 +424,17 @@ class ScriptedApi:
             raise Crash(f"{name} {label}")
         if fault == "restart":
             self.server.restart()
-        if fault == "error_before":
-            detail = "ConnectionError: refused"
-            err = classify(TxnOp(name), None, None, label=label, table=table, detail=detail)
+        if fault in ("error_before", "busy_before", "in_processing"):
+            op = TxnOp(name)
+            if fault == "error_before":
+                detail = "ConnectionError: refused"
+                err = classify(op, None, None, label=label, table=table, detail=detail)
+            elif fault == "busy_before":
+                err = classify(op, 500, b"<html>oops</html>", label=label, table=table)
+            else:
+                msg = "Transaction in processing, please retry later"
+                body = json.dumps({"Status": "TXN_IN_PROCESSING", "Label": label, "Message": msg})
+                err = classify(op, 200, body, label=label, table=table)
             assert isinstance(err, StarRocksError)
             raise err
         result = fn()

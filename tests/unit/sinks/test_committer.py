@@ -329,6 +329,19 @@ def test_per_table_rollback_of_a_label_whose_be_context_is_gone_uses_fe_cancel()
     assert_applied_once(server)
 
 
+def test_per_table_unclear_begin_is_rolled_back_before_the_next_attempt():
+    """Found by the hypothesis test: a begin whose answer was lost, then an unreachable FE,
+    left that label open (and then blocked the retry as "another writer")."""
+    server = FakeStarRocks()
+    # calls: 3 states + 2 lookahead, begin(order_items) lost, then 4 failing state calls
+    script = {5: "lost_after", 6: "error_before", 7: "error_before", 8: "error_before",
+              9: "error_before"}  # fmt: skip
+    result = committer("per-table", ScriptedApi(server, script)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert server.get_load_state(label(0, table="order_items")) == LoadState.ABORTED
+    assert_applied_once(server)
+
+
 def test_per_table_partly_committed_without_prepare_is_terminal():
     server = FakeStarRocks()
     tables = (*sorted(ROWS), "_cdc_progress")

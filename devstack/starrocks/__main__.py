@@ -36,6 +36,12 @@ def _parse(argv: list[str] | None) -> EmulatorConfig:
         default="commit",
         help="when get_load_state sees a multi-table label: at commit (4.0) or first load",
     )
+    p.add_argument(
+        "--publish-gap-ms",
+        type=float,
+        default=0.0,
+        help="a committed label stays COMMITTED this long before VISIBLE (publish)",
+    )
     p.add_argument("--log-level", default="WARNING")
     a = p.parse_args(argv)
     logging.basicConfig(
@@ -55,6 +61,7 @@ def _parse(argv: list[str] | None) -> EmulatorConfig:
         label_keep_seconds=a.label_keep_seconds,
         checker_period=a.checker_period,
         multi_registration=a.multi_registration,
+        publish_gap_s=a.publish_gap_ms / 1000.0,
     )
 
 

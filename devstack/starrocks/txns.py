@@ -226,11 +226,13 @@ class TxnManager:
         max_running_txns: int = 100,
         label_keep_s: float = 3 * 86400.0,
         multi_registration: str = "commit",
+        publish_gap_s: float = 0.0,
     ) -> None:
         if multi_registration not in MULTI_REGISTRATION:
             msg = f"multi_registration must be one of {MULTI_REGISTRATION}"
             raise ValueError(msg)
         self.multi_registration = multi_registration
+        self.publish_gap_s = publish_gap_s
         self.storage = storage
         self.be_address = be_address
         self.max_running_txns = max_running_txns
@@ -769,7 +771,11 @@ class TxnManager:
         self.storage.commit_rows(changes, meta)
         with self.lock:
             txn.status = status
-            txn.visible_at = now + PUBLISH_DELAY_S if publish_timeout else None
+            if publish_timeout:
+                txn.visible_at = now + PUBLISH_DELAY_S
+            else:
+                # A real commit is COMMITTED until the publish finishes: an optional gap.
+                txn.visible_at = now + self.publish_gap_s if self.publish_gap_s > 0 else None
             txn.finished_at = now
             txn.be_alive = False
             for ch in txn.channels.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,3 +103,21 @@ def test_finding_9_db_is_checked_before_label(emu: EmulatorHandle) -> None:
         timeout=10,
     )
     assert "No database selected." in r.json()["Message"]
+
+
+def test_finding_9_committed_before_visible(tmp_path: Path) -> None:
+    proc = start_emulator(tmp_path / "data", extra_args=["--publish-gap-ms", "1500"])
+    try:
+        h = proc.handle
+        make_tables(h, "pg")
+        c = TxnClient(h, "pg")
+        assert c.call("begin", "v9", multi=True, timeout="60").status == "OK"
+        assert c.load("v9", "t1", [{"id": 1}], multi=True).status == "OK"
+        assert c.call("commit", "v9", multi=True).status == "OK"
+        assert c.state("v9") == "COMMITTED"
+        deadline = time.monotonic() + 10
+        while c.state("v9") != "VISIBLE":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        proc.stop()

@@ -391,3 +391,16 @@ def test_any_faults_any_crashes_apply_the_batch_exactly_once(
     assert_applied_once(server)
     if mode == "multi":
         assert len([lbl for lbl in server.committed_labels if lbl.startswith("t-")]) == 1
+
+
+def test_the_committer_imports_neither_spark_nor_http():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sinks.starrocks.committer, sinks.starrocks.per_table; "
+        "bad = [m for m in ('pyspark', 'requests', 'urllib3', 'pymysql') if m in sys.modules]; "
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -168,18 +168,8 @@ def _parse_policy(key: str, value: str) -> Policy:
 
 
 def _parse_positive_int(key: str, value: str, maximum: int | None = None) -> int:
-    try:
-        n = int(str(value).strip().replace("_", ""))
-    except ValueError:
-        msg = f"{key}: {value!r} is not an integer"
-        raise ConfigError(msg) from None
-    if n <= 0:
-        msg = f"{key}: must be positive, got {n}"
-        raise ConfigError(msg)
-    if maximum is not None and n > maximum:
-        msg = f"{key}: must be at most {maximum}, got {n}"
-        raise ConfigError(msg)
-    return n
+    opt = Options({key: value}, what="assembler option")
+    return opt.integer(key, 0, minimum=1, maximum=maximum)
 
 
 def parse_duration_ms(key: str, value: str) -> int:

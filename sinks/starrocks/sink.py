@@ -5,6 +5,11 @@ target table and the progress table, so a micro-batch becomes visible atomically
 Per-table mode (``sink.transaction.multi-table.enabled=false``, StarRocks 2.4-3.x): one
 label per table, prepare all, then commit all: exactly-once per table, NOT atomic across
 tables. See ``docs/starrocks-sink.md``.
+
+This module is the thin Spark adapter: it validates the batch's targets, builds a
+:class:`~sinks.starrocks.batch.BatchPlan` and a :class:`SparkLoadJob`, and hands both to the
+committer of the configured mode (:mod:`sinks.starrocks.committer`), which holds the
+protocol and imports neither Spark nor HTTP.
 """
 
 from __future__ import annotations
@@ -208,7 +213,7 @@ class StarRocksSink(Sink):
 
         An empty batch writes nothing and opens no transaction (the progress table then
         keeps the previous cut, which is still correct). See the module docstring for the
-        two modes and :meth:`_write_multi` / :meth:`_write_per_table` for the steps.
+        two modes and :mod:`sinks.starrocks.committer` for the steps.
         ``stats`` (see :class:`sinks.base.TargetStats`) saves the sink's own aggregate job.
         """
         started = time.monotonic()

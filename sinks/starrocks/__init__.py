@@ -2,6 +2,9 @@
 
 The protocol core (:mod:`sinks.starrocks.committer`) imports neither Spark nor HTTP; the
 Spark adapter and the HTTP client are loaded only when :class:`StarRocksSink` is asked for.
+
+Citations in this package: ``spec §N`` is ``docs/starrocks-txn-protocol.md`` §N (the wire
+protocol, checked against StarRocks' source), ``DESIGN.md §N`` is ``docs/DESIGN.md`` §N.
 """
 
 from __future__ import annotations

@@ -73,3 +73,31 @@ def test_the_entry_point_loads_the_chaos_hook_from_the_environment(monkeypatch):
     assert load_instrument("") is None
     with pytest.raises(ConfigError, match="module:function"):
         load_instrument("devstack.starrocks.crashpoints:nope")
+
+
+def test_kill_driver_at_records_the_marker_then_kills_parent_and_self(tmp_path, monkeypatch):
+    from devstack.starrocks import crashpoints
+
+    killed = []
+    monkeypatch.setattr(crashpoints.logging, "shutdown", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: killed.append(("kill", sig)))
+
+    def fake_exit(code):
+        killed.append(("exit", code))
+        raise Crash("exit")
+
+    monkeypatch.setattr(crashpoints.os, "_exit", fake_exit)
+    marker = tmp_path / "fired.txt"
+    instrument = crashpoints.kill_driver_at("after_commit", 2, str(marker))
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    # batch 1 < from_batch: no crash
+    a1, j1 = instrument(1, api, load_job(api, ROWS))
+    MultiTableCommitter(a1, j1, RetryPolicy(sleep=lambda s: None)).run(PLAN)
+    assert killed == []
+    a2, j2 = instrument(2, api, load_job(api, ROWS))
+    plan2 = BatchPlan("t", "q", 2, ("orders",), "_cdc_progress", ({"pipeline": "p"},))
+    with pytest.raises(Crash):
+        MultiTableCommitter(a2, j2, RetryPolicy(sleep=lambda s: None)).run(plan2)
+    assert [k for k, _ in killed] == ["kill", "exit"]
+    assert marker.read_text() == "after_commit 2\n"

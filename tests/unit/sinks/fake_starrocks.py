@@ -43,6 +43,7 @@ class Task:
     state: str = "BEGIN"
     rows: dict[str, list[Any]] = field(default_factory=dict)
     registered: bool = False
+    aborting_left: int = 0  # requests that still see ABORTING before the rollback lands
 
 
 @dataclass
@@ -65,8 +66,10 @@ class FakeStarRocks:
         registration: str = "first_load",
         ok_but_failed_commits: int = 0,
         publish_wait: bool = False,
+        slow_abort: int = 0,
     ) -> None:
         self.registration = registration
+        self.slow_abort = slow_abort
         self.ok_but_failed_commits = ok_but_failed_commits
         self.publish_wait = publish_wait
         self.tasks: dict[str, Task] = {}
@@ -86,6 +89,15 @@ class FakeStarRocks:
         if isinstance(result, StarRocksError):
             raise result
 
+    def _task(self, label: str) -> Task | None:
+        """The task, its background rollback advanced by one step (ABORTING -> CANCELLED)."""
+        task = self.tasks.get(label)
+        if task is not None and task.state == "ABORTING":
+            task.aborting_left -= 1
+            if task.aborting_left <= 0:
+                task.state = "CANCELLED"
+        return task
+
     def _id(self) -> int:
         self._next_id += 1
         return self._next_id
@@ -100,7 +112,7 @@ class FakeStarRocks:
     def begin(self, label: str, table: str | None) -> None:
         op = TxnOp.BEGIN
         if table is None:
-            task = self.tasks.get(label)
+            task = self._task(label)
             if task is not None:
                 if task.state in ("COMMITED", "FINISHED"):
                     return self._answer(
@@ -150,7 +162,7 @@ class FakeStarRocks:
     def load(self, label: str, table: str, rows: Sequence[Any], *, multi: bool) -> None:
         op = TxnOp.LOAD
         if multi:
-            task = self.tasks.get(label)
+            task = self._task(label)
             if task is None:
                 return self._answer(
                     op, label, table, "FAILED", EXC + f"stream load task {label} does not exist"
@@ -254,7 +266,7 @@ class FakeStarRocks:
 
     def _commit_multi(self, label: str) -> None:
         op = TxnOp.COMMIT
-        task = self.tasks.get(label)
+        task = self._task(label)
         if task is None:
             return self._answer(
                 op, label, None, "FAILED", EXC + f"stream load task {label} does not exist"
@@ -305,7 +317,7 @@ class FakeStarRocks:
     def rollback(self, label: str, table: str | None) -> None:
         op = TxnOp.ROLLBACK
         if table is None:
-            task = self.tasks.get(label)
+            task = self._task(label)
             if task is None:
                 return self._answer(
                     op, label, None, "FAILED", EXC + f"stream load task{label}does not exist"
@@ -322,6 +334,25 @@ class FakeStarRocks:
             if task.state == "CANCELLED":
                 return self._answer(
                     op, label, None, "OK", f"Transaction {n} has already aborted, label is {label}"
+                )
+            if task.state == "ABORTING":
+                return self._answer(
+                    op,
+                    label,
+                    None,
+                    "OK",
+                    f"Transaction {n} abort is already in progress, label is "
+                    f"{label}. Background retry will continue.",
+                )
+            if self.slow_abort > 0:
+                # tryRollbackNow failed: the task stays ABORTING, a background retry finishes
+                # it (StreamLoadMultiStmtTask.manualCancelTask / retryAbortIfNeeded).
+                task.state = "ABORTING"
+                task.aborting_left = self.slow_abort
+                if task.registered:
+                    self.txns[label] = "ABORTED"
+                return self._answer(
+                    op, label, None, "OK", f"stream load {label} abort initiated, rollback pending"
                 )
             task.state = "CANCELLED"
             if task.registered:

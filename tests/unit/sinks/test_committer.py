@@ -168,6 +168,7 @@ def test_multi_aborting_task_is_waited_out_not_skipped():
     server = FakeStarRocks()
     server.begin(label(0), None)
     server.tasks[label(0)].state = "ABORTING"
+    server.tasks[label(0)].aborting_left = 10**9  # the background rollback never lands
     api = ScriptedApi(server)
     original = server.begin
     seen = []
@@ -183,10 +184,24 @@ def test_multi_aborting_task_is_waited_out_not_skipped():
     assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
 
 
+def test_multi_background_rollback_is_waited_out_after_a_crash():
+    """A rollback that could not finish at once leaves the task ABORTING for a while."""
+    server = FakeStarRocks(slow_abort=2)
+    api = ScriptedApi(server, {5: "crash_after"})  # after the first load
+    with pytest.raises(Crash):
+        committer("multi", api).run(plan())
+    server.rollback(label(0), None)  # e.g. the FE's timeout checker
+    assert server.tasks[label(0)].state == "ABORTING"
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
 def test_multi_aborting_forever_stops_with_a_transient_error():
     server = FakeStarRocks()
     server.begin(label(0), None)
     server.tasks[label(0)].state = "ABORTING"
+    server.tasks[label(0)].aborting_left = 10**9  # the background rollback never lands
     with pytest.raises(SinkTransientError, match="still committing or aborting"):
         committer("multi", ScriptedApi(server)).run(plan())
 
@@ -364,13 +379,17 @@ SCRIPTS = st.dictionaries(st.integers(0, 40), st.sampled_from(FAULTS), max_size=
     registration=st.sampled_from(["commit", "first_load"]),
     ok_but_failed=st.integers(0, 2),
     publish_wait=st.booleans(),
+    slow_abort=st.integers(0, 3),
     script=SCRIPTS,
 )
 def test_any_faults_any_crashes_apply_the_batch_exactly_once(
-    mode, registration, ok_but_failed, publish_wait, script
+    mode, registration, ok_but_failed, publish_wait, slow_abort, script
 ):
     server = FakeStarRocks(
-        registration=registration, ok_but_failed_commits=ok_but_failed, publish_wait=publish_wait
+        registration=registration,
+        ok_but_failed_commits=ok_but_failed,
+        publish_wait=publish_wait,
+        slow_abort=slow_abort,
     )
     api = ScriptedApi(server, script)
     for _restart in range(30):

@@ -21,6 +21,8 @@ __all__ = ["LABEL_SAFE", "Secret", "StarRocksSinkConfig"]
 
 #: StarRocks label rule: at most 128 characters of ``[A-Za-z0-9_-]``.
 LABEL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+#: StarRocks' default session ``query_timeout`` (seconds).
+QUERY_TIMEOUT_S = 300
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Load headers the sink owns: changing them would break the wire contract (JSON arrays with
@@ -54,7 +56,7 @@ class StarRocksSinkConfig:
     max_retries: int = 5
     retry_backoff_s: float = 0.5
     retry_max_backoff_s: float = 10.0
-    txn_timeout_s: int = 600
+    txn_timeout_s: int = QUERY_TIMEOUT_S
     prepared_timeout_s: int | None = None
     commit_check_timeout_s: float = 60.0
     batch_max_attempts: int = 3
@@ -85,6 +87,19 @@ class StarRocksSinkConfig:
     def system_tables(self) -> tuple[str, str]:
         """The sink's own tables: (progress table, dead-letter table)."""
         return (self.progress_table, self.dead_letter_table)
+
+    def caveats(self) -> list[str]:
+        """Settings that work but deserve a warning at ``open()`` (logged, never fatal)."""
+        notes = []
+        if self.multi_table and self.txn_timeout_s > QUERY_TIMEOUT_S:
+            # Audit finding 5 (inferred from StreamLoadMultiStmtTask.beginTxn): older 4.0
+            # builds time the multi-table transaction out after the session query_timeout.
+            notes.append(
+                f"sink.transaction.timeout-s={self.txn_timeout_s} is above {QUERY_TIMEOUT_S}s: "
+                "older StarRocks 4.0 builds may abort a multi-table transaction after the "
+                "session query_timeout (300 s) whatever timeout says; keep micro-batches short"
+            )
+        return notes
 
     def allows_table(self, table: str) -> bool:
         """Whether input rows may target ``table`` (progress table is the sink's own)."""
@@ -283,7 +298,9 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         max_retries=opt.integer("sink.max-retries", 5, minimum=0),
         retry_backoff_s=backoff_s,
         retry_max_backoff_s=max_backoff_s,
-        txn_timeout_s=round(opt.duration_s("sink.transaction.timeout-s", 600, unit="s", minimum=1)),
+        txn_timeout_s=round(
+            opt.duration_s("sink.transaction.timeout-s", QUERY_TIMEOUT_S, unit="s", minimum=1)
+        ),
         prepared_timeout_s=round(prepared) or None,
         commit_check_timeout_s=opt.duration_s(
             "sink.commit.check-timeout-ms", 60.0, unit="ms", minimum=0

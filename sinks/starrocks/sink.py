@@ -171,6 +171,8 @@ class StarRocksSink(Sink):
 
         with StarRocksSql(cfg) as sql:
             self._check_version(sql)
+            for note in cfg.caveats():
+                logger.warning("starrocks sink caveat: %s", note)
             existing = sql.tables(cfg.database)
             if cfg.tables is not None:
                 missing = sorted(set(cfg.tables) - existing)

@@ -241,7 +241,7 @@ class MultiTableCommitter:
                     return Verdict.COMMITTED
                 raise
             first = e
-            if isinstance(e, TransactionAbortedError) and "cancelled" in str(e).lower():
+            if _cancelled(e):
                 return Verdict.ABORTED
         return self._confirm(label, said_ok, first)
 
@@ -284,7 +284,7 @@ class MultiTableCommitter:
             return Verdict.COMMITTED
         except TransactionAbortedError as e:
             # "is aborting" may still end COMMITED (FE reconcile): keep watching.
-            return Verdict.ABORTED if "cancelled" in str(e).lower() else None
+            return Verdict.ABORTED if _cancelled(e) else None
         except TransactionNotFoundError:
             # No task and (just checked) not registered as committed: nothing can commit.
             return Verdict.ABORTED
@@ -292,3 +292,14 @@ class MultiTableCommitter:
             if not isinstance(e, Transient):
                 raise
         return None
+
+
+def _cancelled(error: StarRocksError) -> bool:
+    """The task is CANCELLED (final): ``Can not commit CANCELLED ...`` / ``... cancelled: ``.
+
+    Not ``is aborting``: an ABORTING task may still end COMMITED when the FE reconciles it.
+    """
+    text = error.message.lower()
+    return isinstance(error, TransactionAbortedError) and (
+        "can not commit cancelled" in text or "has already been cancelled" in text
+    )

@@ -423,3 +423,22 @@ def test_the_committer_imports_neither_spark_nor_http():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("message", "final"),
+    [
+        ("Can not commit CANCELLED transaction 7, label is l", True),
+        ("class x: stream load task l has already been cancelled: timeout", True),
+        ("Transaction 7 is aborting (reason: cancelled by user), label is l", False),
+    ],
+)
+def test_only_a_cancelled_task_is_final_an_aborting_one_is_not(message, final):
+    import json
+
+    from sinks.starrocks.committer import _cancelled
+    from sinks.starrocks.errors import classify
+    from sinks.starrocks.protocol import TxnOp
+
+    err = classify(TxnOp.COMMIT, 200, json.dumps({"Status": "FAILED", "Message": message}))
+    assert _cancelled(err) is final

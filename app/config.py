@@ -27,6 +27,7 @@ import yaml
 
 from assembler.settings import AssemblerSettings
 from common.errors import ConfigError
+from common.options import Options
 from sinks.starrocks.config import StarRocksSinkConfig
 
 MAP_SECTIONS = ("assembler", "starrocks", "source.options", "spark.conf")
@@ -64,15 +65,6 @@ DEFAULTS: dict[str, Any] = {
         "master": "",
         "app-name": "",
         "conf": {},
-    },
-    # TEST ONLY. Off by default; used by the fault-injection tools to crash the driver.
-    "testing": {
-        # point[@batch]: kill -9 the driver at that point of the sink protocol, at the first
-        # batch >= batch. Points: see sinks.starrocks.sink.FAULT_POINTS.
-        "crash-at": "",
-        # A file the crash appends "point batch" to before the kill: the last lines of the
-        # driver's output may die with the JVM, this record does not.
-        "crash-marker": "",
     },
 }
 
@@ -140,15 +132,6 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
-class CrashPoint:
-    """TEST ONLY: where the driver kills itself (``testing.crash-at``)."""
-
-    point: str
-    from_batch: int = 0
-    marker: str = ""
-
-
-@dataclass(frozen=True)
 class AppConfig:
     """Everything the application needs, validated."""
 
@@ -158,7 +141,6 @@ class AppConfig:
     dead_letter: DeadLetterSettings
     starrocks: StarRocksSinkConfig
     spark: SparkSettings
-    crash_at: CrashPoint | None = None
     raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
@@ -209,7 +191,6 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
             app_name=_str(tree["spark"], "spark", "app-name") or f"cdc-{pipeline.name}",
             conf=_string_map(tree["spark"]["conf"], "spark.conf"),
         ),
-        crash_at=_crash_point(tree["testing"]),
         raw=tree,
     )
 
@@ -230,9 +211,7 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
         name=name,
         checkpoint_location=_str(section, "pipeline", "checkpoint-location"),
         # The trigger interval is the commit interval: one sink transaction per micro-batch.
-        trigger_interval_ms=_int(
-            starrocks, "starrocks", "sink.buffer-flush.interval-ms", minimum=0
-        ),
+        trigger_interval_ms=_duration_ms(starrocks, "starrocks", "sink.buffer-flush.interval-ms"),
         state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
         progress="line" if progress == "line" else "quiet",
         metrics_port=_int(section, "pipeline", "metrics-port", minimum=0),
@@ -297,21 +276,6 @@ def _dead_letter(section: Mapping[str, Any]) -> DeadLetterSettings:
         destination="table" if destination == "table" else "file",
         path=_str(section, "dead-letter", "path"),
     )
-
-
-def _crash_point(section: Mapping[str, Any]) -> CrashPoint | None:
-    from sinks.starrocks.sink import FAULT_POINTS
-
-    _check_keys(section, DEFAULTS["testing"], "testing")
-    text = _str(section, "testing", "crash-at").strip()
-    if not text:
-        return None
-    point, _, batch = text.partition("@")
-    if point not in FAULT_POINTS or (batch and not batch.isdigit()):
-        msg = f"testing.crash-at={text!r}: expected POINT[@BATCH], POINT one of {FAULT_POINTS}"
-        raise ConfigError(msg)
-    marker = _str(section, "testing", "crash-marker").strip()
-    return CrashPoint(point=point, from_batch=int(batch or 0), marker=marker)
 
 
 # --- merging ---------------------------------------------------------------------------
@@ -443,26 +407,19 @@ def _str(section: Mapping[str, Any], name: str, key: str) -> str:
 
 
 def _int(section: Mapping[str, Any], name: str, key: str, *, minimum: int) -> int:
-    raw = section.get(key)
-    try:
-        value = int(str(raw).replace("_", ""))
-    except ValueError:
-        msg = f"{name}.{key}={raw!r}: expected a whole number >= {minimum}"
-        raise ConfigError(msg) from None
-    if value < minimum:
-        msg = f"{name}.{key}={value}: must be >= {minimum}"
-        raise ConfigError(msg)
-    return value
+    opt = Options(section, name)
+    if opt.raw(key) is None:
+        opt.fail(key, f"is required (a whole number >= {minimum})")
+    return opt.integer(key, 0, minimum=minimum)
+
+
+def _duration_ms(section: Mapping[str, Any], name: str, key: str) -> int:
+    """Milliseconds; ``2s``/``500ms``/``1m`` or a bare number of milliseconds."""
+    return round(Options(section, name).duration_s(key, 0.0, unit="ms", minimum=0) * 1000)
 
 
 def _bool(section: Mapping[str, Any], name: str, key: str) -> bool:
-    raw = section.get(key)
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
-    msg = f"{name}.{key}={raw!r}: expected true or false"
-    raise ConfigError(msg)
+    opt = Options(section, name)
+    if opt.raw(key) is None:
+        opt.fail(key, "is required (true or false)")
+    return opt.boolean(key, False)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -17,11 +17,12 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project's packages importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.config import AppConfig, CrashPoint, load_config
+from app.config import AppConfig, load_config
 from common.errors import CdcError, ConfigError
+from common.options import is_secret_key
 
 if TYPE_CHECKING:
-    from app.progress import ProgressReporter
+    from sinks.starrocks.txnapi import Instrument
 
 log = logging.getLogger("app")
 
@@ -61,8 +62,36 @@ def configure_logging(level: str) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def run(config: AppConfig) -> int:
-    """Start Spark, validate the sink, run the query until it ends or is stopped."""
+#: ``module:function`` of an optional sink instrumentation hook (fault injection, tracing):
+#: the function takes no argument and returns a :data:`sinks.starrocks.txnapi.Instrument`.
+INSTRUMENT_ENV = "CDC_SINK_INSTRUMENT"
+
+
+def load_instrument(spec: str) -> Instrument | None:
+    """Import the hook named by ``spec`` (``module:function``); ``""`` means none.
+
+    Raises:
+        ConfigError: ``spec`` is malformed or does not name a callable.
+    """
+    if not spec.strip():
+        return None
+    module_name, _, attr = spec.strip().partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        msg = f"{INSTRUMENT_ENV}={spec!r}: expected module:function of an importable factory"
+        raise ConfigError(msg) from e
+    instrument: Instrument = factory()
+    log.warning("sink instrumented by %s", spec)
+    return instrument
+
+
+def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
+    """Start Spark, validate the sink, run the query until it ends or is stopped.
+
+    ``instrument`` wraps the sink's transaction API and load job per batch (see
+    :data:`INSTRUMENT_ENV`); production runs pass none.
+    """
     from app.pipeline import detach_listeners, query_id_of, start_query
     from app.preflight import check_kafka
     from app.progress import ProgressReporter
@@ -82,7 +111,7 @@ def run(config: AppConfig) -> int:
     sink = StarRocksSink(
         config.starrocks,
         query_id_provider=lambda: query_id_of(spark),
-        fault_hook=crash_hook(config.crash_at, reporter) if config.crash_at else None,
+        instrument=instrument,
     )
     sink.open()
     spark = build_session(config)
@@ -142,32 +171,6 @@ def run(config: AppConfig) -> int:
     return 0
 
 
-def crash_hook(crash: CrashPoint, reporter: ProgressReporter) -> Callable[[str], None]:
-    """TEST ONLY (``testing.crash-at``): kill -9 the whole driver at a sink protocol point."""
-
-    def hook(point: str) -> None:
-        batch = reporter.current_batch
-        if point == crash.point and batch is not None and batch >= crash.from_batch:
-            log.warning("testing.crash-at: killing the driver point=%s batch_id=%s", point, batch)
-            logging.shutdown()
-            if crash.marker:
-                _append_synced(crash.marker, f"{point} {batch}\n")
-            # spark-submit's JVM is our parent: take it down too, with no cleanup anywhere.
-            os.kill(os.getppid(), signal.SIGKILL)
-            os._exit(137)
-
-    return hook
-
-
-def _append_synced(path: str, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, line.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _lookup(tree: object, dotted: str) -> str:
     node = tree
     for part in dotted.split("."):
@@ -187,13 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     if args.get:
+        if is_secret_key(args.get):
+            # Scripts call --get; a credential must not end up in their output or logs.
+            print(f"config error: {args.get} holds a secret and is never printed", file=sys.stderr)
+            return 2
         print(_lookup(config.raw, args.get))
         return 0
     if args.check_config:
         print("config ok")
         return 0
     try:
-        return run(config)
+        return run(config, instrument=load_instrument(os.environ.get(INSTRUMENT_ENV, "")))
     except CdcError as e:
         log.error("pipeline stopped: %s", e)
         return 1

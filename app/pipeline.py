@@ -121,7 +121,6 @@ class BatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
         started = time.monotonic()
-        self._reporter.current_batch = batch_id
         df = batch_df.persist()
         try:
             to_file = self._config.dead_letter.destination == "file"

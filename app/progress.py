@@ -63,8 +63,6 @@ class ProgressReporter:
         self.started = time.monotonic()
         self.last: BatchStats | None = None
         self.open_transactions = 0
-        # The batch being written now (read by the test-only crash hook).
-        self.current_batch: int | None = None
 
     def record(self, stats: BatchStats) -> None:
         """Account one written batch (driver, foreachBatch; a replay may record it again)."""

@@ -6,13 +6,13 @@ frozen and picklable so the same object reaches every executor.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from assembler.codecs import ENCODINGS, CodecSettings
 from common.errors import ConfigError
+from common.options import Options
 
 
 class Violation(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
@@ -168,51 +168,22 @@ def _parse_policy(key: str, value: str) -> Policy:
 
 
 def _parse_positive_int(key: str, value: str, maximum: int | None = None) -> int:
-    try:
-        n = int(str(value).strip().replace("_", ""))
-    except ValueError:
-        msg = f"{key}: {value!r} is not an integer"
-        raise ConfigError(msg) from None
-    if n <= 0:
-        msg = f"{key}: must be positive, got {n}"
-        raise ConfigError(msg)
-    if maximum is not None and n > maximum:
-        msg = f"{key}: must be at most {maximum}, got {n}"
-        raise ConfigError(msg)
-    return n
-
-
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_DURATION_MS["d"] = 86_400_000
+    opt = Options({key: value}, what="assembler option")
+    return opt.integer(key, 0, minimum=1, maximum=maximum)
 
 
 def parse_duration_ms(key: str, value: str) -> int:
-    """``"10m"``, ``"30s"``, ``"500ms"``, ``"1h"``, ``"2d"`` or integer milliseconds."""
-    m = _DURATION.match(str(value))
-    if not m:
-        msg = f"{key}: {value!r} is not a duration (e.g. 10m, 30s, 500ms or milliseconds)"
-        raise ConfigError(msg)
-    ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
+    """``"10m"``, ``"30s"``, ``"500ms"``, ``"1h"``, ``"2d"`` or integer milliseconds.
+
+    The spelling rules are the project's one options layer (:mod:`common.options`).
+    """
+    opt = Options({key: value}, what="assembler option")
+    ms = round(opt.duration_s(key, 0, unit="ms") * 1000)
     if ms <= 0:
-        msg = f"{key}: must be positive, got {value!r}"
-        raise ConfigError(msg)
+        opt.fail(key, f"must be positive, got {value!r}")
     return ms
-
-
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
-_SIZE_FACTOR = {"k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
 
 
 def parse_size(key: str, value: str) -> int:
     """Bytes: ``"268435456"``, ``"256MiB"`` (binary), ``"256MB"`` (decimal), ``"64k"``."""
-    m = _SIZE.match(str(value))
-    if not m:
-        msg = f"{key}: {value!r} is not a size (e.g. 268435456, 256MiB, 100MB)"
-        raise ConfigError(msg)
-    unit = (m.group(2) or "").lower().rstrip("b")
-    n = int(m.group(1)) * _SIZE_FACTOR.get(unit, 1)
-    if n <= 0:
-        msg = f"{key}: must be positive, got {value!r}"
-        raise ConfigError(msg)
-    return n
+    return Options({key: value}, what="assembler option").size(key, 0, minimum=1)

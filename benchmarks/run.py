@@ -194,8 +194,9 @@ class Bench:
     # -- 1 + 2: ceilings and the pipeline on the same data -------------------------------------
 
     def ceilings(self) -> None:
-        from benchmarks import spark_queries as q
         from benchmarks.kafka_source import raw_rate
+
+        from benchmarks import spark_queries as q
         from benchmarks.workload import Shape
 
         s = self.sizes

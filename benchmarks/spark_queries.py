@@ -500,7 +500,6 @@ def write_parquet_feed(
     """Files of at most ``per_file`` records, offsets in order per partition; returns files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from app.sources.schema import ARROW_SCHEMA
 
     folder.mkdir(parents=True, exist_ok=True)

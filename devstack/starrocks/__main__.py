@@ -30,6 +30,18 @@ def _parse(argv: list[str] | None) -> EmulatorConfig:
     p.add_argument("--max-running-txns", type=int, default=100)
     p.add_argument("--label-keep-seconds", type=float, default=3 * 86400.0)
     p.add_argument("--checker-period", type=float, default=0.2)
+    p.add_argument(
+        "--multi-registration",
+        choices=("commit", "first_load"),
+        default="commit",
+        help="when get_load_state sees a multi-table label: at commit (4.0) or first load",
+    )
+    p.add_argument(
+        "--publish-gap-ms",
+        type=float,
+        default=0.0,
+        help="a committed label stays COMMITTED this long before VISIBLE (publish)",
+    )
     p.add_argument("--log-level", default="WARNING")
     a = p.parse_args(argv)
     logging.basicConfig(
@@ -48,6 +60,8 @@ def _parse(argv: list[str] | None) -> EmulatorConfig:
         max_running_txns=a.max_running_txns,
         label_keep_seconds=a.label_keep_seconds,
         checker_period=a.checker_period,
+        multi_registration=a.multi_registration,
+        publish_gap_s=a.publish_gap_ms / 1000.0,
     )
 
 

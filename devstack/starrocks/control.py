@@ -60,6 +60,14 @@ class EmulatorControl:
         """Commit, then answer ``publish timeout`` (the txn is COMMITTED, VISIBLE shortly)."""
         self.add_fault("commit", "publish_timeout", count)
 
+    def commit_ok_but_failed(self, count: int = 1) -> None:
+        """The next ``count`` multi-table commits fail, roll back, and still answer OK.
+
+        As some 4.0.x FE builds do (spec §4.3a): only ``get_load_state`` (ABORTED or
+        UNKNOWN) or a second commit (``Can not commit CANCELLED``) shows the truth.
+        """
+        self.add_fault("commit", "commit_ok_but_failed", count)
+
     def too_many_txns(self, count: int = 1) -> None:
         """The next ``count`` begins fail with ``current running txns on db ...``."""
         self.add_fault("begin", "too_many_txns", count)
@@ -83,9 +91,21 @@ class EmulatorControl:
         return out
 
     def labels(self, db: str | None = None) -> dict[str, str]:
-        """Latest ``get_load_state`` state per label (optionally of one database)."""
+        """Latest status per label as an operator sees it (optionally of one database).
+
+        Multi-table task states are mapped to TransactionStatus names (BEGIN -> PREPARE,
+        COMMITED -> VISIBLE, CANCELLED -> ABORTED). This is the truth a check should use;
+        ``get_load_state`` may say UNKNOWN for the same label (see :meth:`load_states`).
+        """
+        return self._by_label("state", db)
+
+    def load_states(self, db: str | None = None) -> dict[str, str]:
+        """What ``get_load_state`` answers per label (UNKNOWN for unregistered multi-table)."""
+        return self._by_label("load_state", db)
+
+    def _by_label(self, key: str, db: str | None) -> dict[str, str]:
         out: dict[str, str] = {}
         for t in sorted(self.transactions(), key=lambda t: int(t["txn_id"])):
             if db is None or t["db"] == db:
-                out[str(t["label"])] = str(t["state"])
+                out[str(t["label"])] = str(t[key])
         return out

@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 OPS = frozenset(["begin", "load", "prepare", "commit", "rollback", "get_load_state"])
-KINDS = frozenset(["fail", "delay", "drop_response", "publish_timeout", "too_many_txns"])
+KINDS = frozenset(
+    ["fail", "delay", "drop_response", "publish_timeout", "too_many_txns", "commit_ok_but_failed"]
+)
 
 
 @dataclass

@@ -183,6 +183,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return early
             label = (parse_qs(query).get("label") or [""])[0]
             return self.server.emu.txns.get_load_state(parts[1], label)
+        if len(parts) == 4 and parts[0] == "api" and parts[3] == "_cancel" and role == "fe":
+            if method != "POST":
+                return Reply({"status": "FAILED", "msg": "method not allowed"}, "rest", 405)
+            err = self._fe_auth_error()
+            if err is not None:
+                return err
+            label = (parse_qs(query).get("label") or [""])[0]
+            return self.server.emu.txns.fe_cancel(parts[1], parts[2], label)
         if len(parts) == 4 and parts[0] == "api" and parts[3] == "_stream_load":
             return self._stream_load(method, parts[1], parts[2], h, body)
         if role == "be" and parts == ["api", "_load_error_log"]:
@@ -237,7 +245,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif op == "prepare":
             reply = txns.fe_prepare(h)
         elif op == "commit":
-            reply = txns.fe_commit(h, publish_timeout=kind == "publish_timeout")
+            reply = txns.fe_commit(
+                h,
+                publish_timeout=kind == "publish_timeout",
+                ok_but_failed=kind == "commit_ok_but_failed",
+            )
         else:
             reply = txns.fe_rollback(h)
         if reply is not None and reply.redirect:

@@ -228,12 +228,17 @@ class LoadPlan:
         ``v`` is the JSON object itself in simple JSON mode (no intermediate list per row),
         else a list indexed by source position.
         """
-        ns: dict[str, Any] = {"BAD": BAD, "MISSING": _MISSING}
+        ns: dict[str, Any] = {"BAD": BAD, "MISSING": _MISSING, "CI": _key_ci}
         by_key = self._by_key = self.format == "json" and self.jsonpaths is None
         sources = self.sources
 
         def access(idx: int) -> str:
-            return f"v.get({sources[idx]!r}, MISSING)" if by_key else f"v[{idx}]"
+            if not by_key:
+                return f"v[{idx}]"
+            # Column names are case-insensitive in StarRocks, JSON keys included; the exact
+            # spelling is the fast path, any other spelling the slow one.
+            name = sources[idx]
+            return f"(v[{name!r}] if {name!r} in v else CI(v, {name!r}))"
 
         parts = []
         not_null: list[int] = []
@@ -417,6 +422,15 @@ def loop(values, res, plan):
             self._note(res, f"Error: NULL value in non-nullable column. Row: {v!r:.200}")
             return None
         return row
+
+
+def _key_ci(obj: dict[str, Any], name: str) -> Any:
+    """``obj[name]`` matched case-insensitively, or the MISSING marker."""
+    low = name.lower()
+    for key, value in obj.items():
+        if key.lower() == low:
+            return value
+    return _MISSING
 
 
 def _walk(doc: Any, path: list[str]) -> Any:

@@ -35,6 +35,10 @@ class EmulatorConfig:
     # The real txn manager checks every few seconds and the BE cleaner every 30 s; a short
     # period keeps timeout tests fast (documented deviation).
     checker_period: float = 0.2
+    # When get_load_state starts to see a multi-table label: "commit" (4.0) or "first_load".
+    multi_registration: str = "commit"
+    # Seconds a committed label stays COMMITTED before VISIBLE (0: visible at once).
+    publish_gap_s: float = 0.0
 
 
 class Emulator:
@@ -56,6 +60,8 @@ class Emulator:
             be_address=f"{cfg.host}:{self.be_port}",
             max_running_txns=cfg.max_running_txns,
             label_keep_s=cfg.label_keep_seconds,
+            multi_registration=cfg.multi_registration,
+            publish_gap_s=cfg.publish_gap_s,
         )
         self.query_port = 0
         self._stop = threading.Event()

@@ -51,6 +51,9 @@ SINGLE_DEFAULT_TIMEOUT_S = 600.0
 MULTI_DEFAULT_TIMEOUT_S = 20.0
 PREPARED_DEFAULT_TIMEOUT_S = 86400.0
 PUBLISH_DELAY_S = 0.5
+# When a multi-table label enters the FE transaction manager (what get_load_state reads):
+# "commit" as 4.0 does (commitTxn -> loadData), "first_load" as the newest code does.
+MULTI_REGISTRATION = ("commit", "first_load")
 
 
 @dataclass
@@ -134,11 +137,22 @@ class Txn:
     reason: str = ""
     be_alive: bool = False
     busy: bool = False
+    # Multi-table: whether the label is in the FE transaction manager yet. BEGIN registers
+    # nothing there (StreamLoadMultiStmtTask.beginTxn -> TransactionStmtExecutor.beginStmt);
+    # 4.0 registers at commit (loadData), the newest code at the first load (spec §4.3a).
+    registered: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
 
     @property
+    def load_state(self) -> str:
+        """What ``get_load_state`` answers: UNKNOWN for an unregistered multi-table label."""
+        if self.multi and not self.registered:
+            return "UNKNOWN"
+        return self.fe_status
+
+    @property
     def fe_status(self) -> str:
-        """The TransactionStatus name ``get_load_state`` reports."""
+        """The label's status as an operator sees it (task state mapped to TransactionStatus)."""
         if not self.multi:
             return self.status
         if self.status == COMMITED:
@@ -165,6 +179,7 @@ class Txn:
             "finished_at": self.finished_at,
             "reason": self.reason,
             "be_alive": self.be_alive,
+            "registered": self.registered,
             "rows": {t: len(c.rows) for t, c in self.channels.items()},
         }
 
@@ -210,7 +225,14 @@ class TxnManager:
         be_address: str,
         max_running_txns: int = 100,
         label_keep_s: float = 3 * 86400.0,
+        multi_registration: str = "commit",
+        publish_gap_s: float = 0.0,
     ) -> None:
+        if multi_registration not in MULTI_REGISTRATION:
+            msg = f"multi_registration must be one of {MULTI_REGISTRATION}"
+            raise ValueError(msg)
+        self.multi_registration = multi_registration
+        self.publish_gap_s = publish_gap_s
         self.storage = storage
         self.be_address = be_address
         self.max_running_txns = max_running_txns
@@ -245,6 +267,7 @@ class TxnManager:
                 prepared_at=meta["prepared_at"],
                 finished_at=meta["finished_at"],
                 reason=meta["reason"],
+                registered=bool(meta.get("registered", False)),
             )
             for (db, tbl), table_rows in rows.items():
                 schema = self.storage.tables.get((db, tbl))
@@ -277,6 +300,38 @@ class TxnManager:
                     self.storage.save_txn(txn.meta())
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _multi_task_anywhere(self, label: str) -> Txn | None:
+        """A retained multi-table task with ``label`` in any database (StreamLoadMgr)."""
+        for (_db, lbl), hist in self.by_label.items():
+            if lbl == label and hist and hist[-1].multi:
+                return hist[-1]
+        return None
+
+    def fe_cancel(self, db: str, table: str, label: str) -> Reply:
+        """``POST /api/{db}/{table}/_cancel?label=``: the FE aborts a single-table label.
+
+        The fallback of the Flink connector's lingering-transaction aborter for a PREPARE
+        label whose BE context is gone (rollback would answer TXN_NOT_EXISTS, spec §2.5).
+        Answer shape: RestBaseResult (the connector reads ``status``/``msg``; the server
+        side is not confirmed in the spec).
+        """
+        if not label:
+            return rest_fail("No label selected.")
+        if db not in self.storage.databases:
+            return rest_fail(f"unknown database, database={db}")
+        with self.lock:
+            txn = self._latest(db, label)
+            if txn is None or txn.multi:
+                return rest_fail(f"No transaction found with db[{db}] and label[{label}]")
+            if txn.status in (COMMITTED, VISIBLE):
+                return rest_fail(
+                    f"Can not abort {txn.status} transaction {txn.txn_id}, label is {label}"
+                )
+            if txn.status in (PREPARE, PREPARED):
+                self._finish(txn, ABORTED, "user cancel")
+                txn.channels.clear()
+        return Reply({"status": "OK", "code": "0", "msg": "Success", "message": "OK"}, "rest")
 
     def _latest(self, db: str, label: str) -> Txn | None:
         hist = self.by_label.get((db, label))
@@ -385,10 +440,11 @@ class TxnManager:
             return txn.status != PREPARE
 
     def _fe_common(self, h: Mapping[str, str]) -> Reply | None:
-        if not h.get("label", "").strip():
-            return fe("FAILED", EXC + "Empty label.")
+        # TransactionLoadAction.toTxnOperationParams checks db first, then label.
         if not h.get("db", "").strip():
             return fe("FAILED", EXC + "No database selected.")
+        if not h.get("label", "").strip():
+            return fe("FAILED", EXC + "Empty label.")
         return None
 
     # -- FE operations -----------------------------------------------------------------------
@@ -408,7 +464,9 @@ class TxnManager:
         except ValueError:
             return fe("FAILED", EXC + f"Invalid timeout: {h.get('timeout')}")
         with self.lock:
-            txn = self._latest(db, label)
+            # StreamLoadMgr keys multi-table tasks by label alone: a task of another database
+            # blocks the label here too.
+            txn = self._latest(db, label) or self._multi_task_anywhere(label)
             if txn is not None and txn.multi:
                 if txn.status == COMMITED:
                     return fe(
@@ -476,6 +534,9 @@ class TxnManager:
                     self._finish(txn, CANCELLED, e.message)
                     return fe("FAILED", EXC + e.message)
                 txn.channels[table] = Channel(schema, plan)
+            if self.multi_registration == "first_load" and not txn.registered:
+                txn.registered = True
+                self.storage.save_txn(txn.meta())
         return REDIRECT
 
     def fe_prepare(self, h: Mapping[str, str]) -> Reply:
@@ -494,13 +555,15 @@ class TxnManager:
                 )
         return REDIRECT
 
-    def fe_commit(self, h: Mapping[str, str], *, publish_timeout: bool = False) -> Reply:
+    def fe_commit(
+        self, h: Mapping[str, str], *, publish_timeout: bool = False, ok_but_failed: bool = False
+    ) -> Reply:
         """FE commit: answers PREPARED/COMMITTED/VISIBLE/ABORTED itself, 307s PREPARE."""
         err = self._fe_common(h)
         if err is not None:
             return err
         if is_multi(h):
-            return self._multi_commit(h, publish_timeout)
+            return self._multi_commit(h, publish_timeout, ok_but_failed)
         db, label = h["db"], h["label"]
         with self.lock:
             txn = self._latest(db, label)
@@ -574,7 +637,7 @@ class TxnManager:
             return rest_fail(f"unknown database, database={db}")
         with self.lock:
             txn = self._latest(db, label)
-            state = "UNKNOWN" if txn is None else txn.fe_status
+            state = "UNKNOWN" if txn is None else txn.load_state
             reason = "" if txn is None else txn.reason
         body = {"state": state, "status": "OK", "code": "0", "msg": "Success", "message": "OK"}
         if reason:
@@ -583,7 +646,16 @@ class TxnManager:
 
     # -- multi-table -------------------------------------------------------------------------
 
-    def _multi_commit(self, h: Mapping[str, str], publish_timeout: bool) -> Reply:
+    def _multi_commit(
+        self, h: Mapping[str, str], publish_timeout: bool, ok_but_failed: bool = False
+    ) -> Reply:
+        """Multi-table commit (``StreamLoadMultiStmtTask.commitTxn``).
+
+        ``publish_timeout``: the publish wait runs out; the answer is still OK, with the
+        label COMMITTED until it turns VISIBLE (the commit itself succeeded).
+        ``ok_but_failed``: some 4.0.x builds, where ``commitStmt`` failed, only
+        ``commitErrorMsg`` was set, the task rolled back, and the answer still said OK.
+        """
         db, label = h["db"], h["label"]
         with self.lock:
             txn = self._latest(db, label)
@@ -612,8 +684,15 @@ class TxnManager:
                             f"Failed to load table {table}, error: abnormal data more than max "
                             f"filter rate, tracking_url: {url}"
                         )
+                        # commitTxn's loadData registered the tables before this one.
+                        txn.registered = True
                         self._finish(txn, CANCELLED, msg)
                         return fe("FAILED", EXC + msg)
+                if channels and not txn.registered:
+                    txn.registered = True  # loadData registers the label in the txn manager
+                if ok_but_failed:
+                    self._finish(txn, CANCELLED, "commit failed: injected commitStmt error")
+                    return fe("OK", "", Label=label, TxnId=txn.txn_id)
                 txn.status = COMMITING
                 changes: list[TableRows] = [(c.schema, c.rows) for c in channels.values()]
             try:
@@ -626,8 +705,6 @@ class TxnManager:
         finally:
             for lk in acquired:
                 lk.release()
-        if publish_timeout:
-            return fe("FAILED", EXC + f"publish timeout: {_publish_ms(h)}")
         if channels:
             return fe(
                 "OK", "", Label=label, TxnId=txn.txn_id, ChannelId=0, **{"Prepared Channel Num": 1}
@@ -694,7 +771,11 @@ class TxnManager:
         self.storage.commit_rows(changes, meta)
         with self.lock:
             txn.status = status
-            txn.visible_at = now + PUBLISH_DELAY_S if publish_timeout else None
+            if publish_timeout:
+                txn.visible_at = now + PUBLISH_DELAY_S
+            else:
+                # A real commit is COMMITTED until the publish finishes: an optional gap.
+                txn.visible_at = now + self.publish_gap_s if self.publish_gap_s > 0 else None
             txn.finished_at = now
             txn.be_alive = False
             for ch in txn.channels.values():
@@ -1021,6 +1102,7 @@ class TxnManager:
             for txn in self.by_id.values():
                 m = txn.meta()
                 m["state"] = txn.fe_status
+                m["load_state"] = txn.load_state
                 out.append(m)
             return out
 

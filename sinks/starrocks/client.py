@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import base64
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from urllib.parse import quote, urljoin
 
 import requests
@@ -35,24 +33,11 @@ from sinks.starrocks.errors import (
     retry_in_place,
 )
 from sinks.starrocks.protocol import LoadState, TxnOp, TxnResponse
+from sinks.starrocks.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 5
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with full jitter and a cap."""
-
-    base_s: float
-    cap_s: float
-
-    def delay(self, retry: int) -> float:
-        """Seconds to sleep before retry number ``retry`` (0-based)."""
-        ceiling = min(self.cap_s, self.base_s * (2**retry))
-        # Jitter spreads retries of parallel executors; not security relevant.
-        return float(ceiling * (0.5 + random.random() / 2))  # noqa: S311
 
 
 class StarRocksClient:
@@ -68,7 +53,12 @@ class StarRocksClient:
     ) -> None:
         self._config = config
         self._sleep = sleep
-        self._backoff = Backoff(config.retry_backoff_s, config.retry_max_backoff_s)
+        self._policy = RetryPolicy(
+            max_retries=config.max_retries,
+            base_s=config.retry_backoff_s,
+            cap_s=config.retry_max_backoff_s,
+            sleep=sleep,
+        )
         self._session = requests.Session()
         self._host_index = 0
         self._lock = threading.Lock()
@@ -127,6 +117,17 @@ class StarRocksClient:
             TxnOp.ROLLBACK, "POST", self._txn_path(TxnOp.ROLLBACK), headers, label, table
         )
 
+    def cancel(self, label: str, table: str) -> TxnResponse:
+        """FE cancel API ``POST /api/{db}/{table}/_cancel?label=`` (single-table labels).
+
+        The fallback of the Flink connector's lingering-transaction aborter: a PREPARE
+        label whose BE context is gone answers TXN_NOT_EXISTS to ``rollback`` (the FE 307s
+        it to that BE) until the FE times it out; the FE aborts it here (spec §2.5).
+        """
+        db = quote(self._config.database, safe="")
+        path = f"/api/{db}/{quote(table, safe='')}/_cancel?label={quote(label, safe='')}"
+        return self._call(TxnOp.ROLLBACK, "POST", path, {}, label, table)
+
     def get_load_state(self, label: str) -> LoadState:
         """Current FE status of ``label``; UNKNOWN if the FE never saw it (or forgot it)."""
         db = quote(self._config.database, safe="")
@@ -176,7 +177,7 @@ class StarRocksClient:
                 return result
             if attempt >= retries or not retry_in_place(op, result):
                 raise result
-            delay = self._backoff.delay(attempt)
+            delay = self._policy.delay(attempt)
             logger.warning(
                 "starrocks retry op=%s label=%s table=%s attempt=%d delay_s=%.2f error=%s",
                 op,

@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from common.errors import ConfigError
+from common.options import Options, Secret
+
+__all__ = ["LABEL_SAFE", "Secret", "StarRocksSinkConfig"]
 
 #: StarRocks label rule: at most 128 characters of ``[A-Za-z0-9_-]``.
 LABEL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+#: StarRocks' default session ``query_timeout`` (seconds).
+QUERY_TIMEOUT_S = 300
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Load headers the sink owns: changing them would break the wire contract (JSON arrays with
@@ -27,35 +32,6 @@ _RESERVED_HEADERS = frozenset(
 )
 _FIXED_HEADERS = {"format": "json", "strip_outer_array": "true"}
 _DEFAULT_PROPERTIES = {"format": "json", "strip_outer_array": "true", "ignore_json_size": "true"}
-
-
-class Secret:
-    """A string that never shows itself in ``repr``/``str``/logs; call :meth:`reveal`."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """Return the secret (only to build an ``Authorization`` header or connect)."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('******')"
-
-    def __str__(self) -> str:
-        return "******"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Executors need the password to talk to StarRocks; pickling keeps it (never printed).
-        return (Secret, (self._value,))
 
 
 @dataclass(frozen=True)
@@ -75,13 +51,12 @@ class StarRocksSinkConfig:
     load_properties: Mapping[str, str] = field(default_factory=lambda: dict(_DEFAULT_PROPERTIES))
     table_properties: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     max_bytes_per_load: int = 64 * 1024 * 1024
-    flush_interval_ms: int | None = None
     connect_timeout_s: float = 10.0
     socket_timeout_s: float = 300.0
     max_retries: int = 5
     retry_backoff_s: float = 0.5
     retry_max_backoff_s: float = 10.0
-    txn_timeout_s: int = 600
+    txn_timeout_s: int = QUERY_TIMEOUT_S
     prepared_timeout_s: int | None = None
     commit_check_timeout_s: float = 60.0
     batch_max_attempts: int = 3
@@ -112,6 +87,19 @@ class StarRocksSinkConfig:
     def system_tables(self) -> tuple[str, str]:
         """The sink's own tables: (progress table, dead-letter table)."""
         return (self.progress_table, self.dead_letter_table)
+
+    def caveats(self) -> list[str]:
+        """Settings that work but deserve a warning at ``open()`` (logged, never fatal)."""
+        notes = []
+        if self.multi_table and self.txn_timeout_s > QUERY_TIMEOUT_S:
+            # Audit finding 5 (inferred from StreamLoadMultiStmtTask.beginTxn): older 4.0
+            # builds time the multi-table transaction out after the session query_timeout.
+            notes.append(
+                f"sink.transaction.timeout-s={self.txn_timeout_s} is above {QUERY_TIMEOUT_S}s: "
+                "older StarRocks 4.0 builds may abort a multi-table transaction after the "
+                "session query_timeout (300 s) whatever timeout says; keep micro-batches short"
+            )
+        return notes
 
     def allows_table(self, table: str) -> bool:
         """Whether input rows may target ``table`` (progress table is the sink's own)."""
@@ -153,8 +141,11 @@ _KNOWN = frozenset(
 _PROPERTIES_PREFIX = "sink.properties."
 
 
+_WHAT = "StarRocks sink option"
+
+
 def _msg(key: str, problem: str) -> str:
-    return f"StarRocks sink option {key!r}: {problem}"
+    return f"{_WHAT} {key!r}: {problem}"
 
 
 def _fail(key: str, problem: str) -> NoReturn:
@@ -162,35 +153,10 @@ def _fail(key: str, problem: str) -> NoReturn:
 
 
 def _required(options: Mapping[str, str], key: str) -> str:
-    value = options.get(key)
-    if value is None or not str(value).strip():
+    value = Options(options, what=_WHAT).raw(key)
+    if value is None:
         _fail(key, "is required (see docs/starrocks-sink.md)")
-    return str(value).strip()
-
-
-def _int(options: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    raw = options.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError as e:
-        raise ConfigError(_msg(key, f"must be an integer, got {raw!r}")) from e
-    if value < minimum:
-        _fail(key, f"must be >= {minimum}, got {value}")
     return value
-
-
-def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = options.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    _fail(key, f"must be true or false, got {raw!r}")
 
 
 def _ident(key: str, value: str) -> str:
@@ -303,13 +269,16 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
     tables = _tables(_required(options, "table-name"), database)
     if tables is not None and progress in tables:
         _fail("table-name", f"must not list the sink's progress table {progress!r}")
-    prepared = _int(options, "sink.prepared-timeout-s", 0, 0)
-    flush_ms = _int(options, "sink.buffer-flush.interval-ms", 0, 0)
-    replication = _int(options, "sink.ddl.replication-num", 0, 0)
-    backoff_ms = _int(options, "sink.retry.backoff-ms", 500, 0)
-    max_backoff_ms = _int(options, "sink.retry.max-backoff-ms", 10_000, 0)
-    if max_backoff_ms < backoff_ms:
+    opt = Options(options, what=_WHAT)
+    prepared = opt.duration_s("sink.prepared-timeout-s", 0, unit="s", minimum=0)
+    replication = opt.integer("sink.ddl.replication-num", 0, minimum=0)
+    backoff_s = opt.duration_s("sink.retry.backoff-ms", 0.5, unit="ms", minimum=0)
+    max_backoff_s = opt.duration_s("sink.retry.max-backoff-ms", 10.0, unit="ms", minimum=0)
+    if max_backoff_s < backoff_s:
         _fail("sink.retry.max-backoff-ms", "must be >= sink.retry.backoff-ms")
+    # sink.buffer-flush.interval-ms is the app's trigger interval (one transaction per
+    # micro-batch); the sink itself only checks its spelling.
+    opt.duration_s("sink.buffer-flush.interval-ms", 0, unit="ms", minimum=0)
     return StarRocksSinkConfig(
         load_urls=_load_urls(_required(options, "load-url")),
         jdbc_host=jdbc_host,
@@ -317,25 +286,28 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         database=database,
         tables=tables,
         username=_required(options, "username"),
-        password=Secret(str(options.get("password", ""))),
+        password=opt.secret("password"),
         label_prefix=prefix,
         pipeline_name=pipeline,
-        multi_table=_bool(options, "sink.transaction.multi-table.enabled", True),
+        multi_table=opt.boolean("sink.transaction.multi-table.enabled", True),
         load_properties=props,
         table_properties=per_table,
-        max_bytes_per_load=_int(options, "sink.buffer-flush.max-bytes", 64 * 1024 * 1024, 1024),
-        flush_interval_ms=flush_ms or None,
-        connect_timeout_s=_int(options, "sink.connect.timeout-ms", 10_000, 1) / 1000.0,
-        socket_timeout_s=_int(options, "sink.socket.timeout-ms", 300_000, 1) / 1000.0,
-        max_retries=_int(options, "sink.max-retries", 5, 0),
-        retry_backoff_s=backoff_ms / 1000.0,
-        retry_max_backoff_s=max_backoff_ms / 1000.0,
-        txn_timeout_s=_int(options, "sink.transaction.timeout-s", 600, 1),
-        prepared_timeout_s=prepared or None,
-        commit_check_timeout_s=_int(options, "sink.commit.check-timeout-ms", 60_000, 0) / 1000.0,
-        batch_max_attempts=_int(options, "sink.batch.max-attempts", 3, 1),
+        max_bytes_per_load=opt.size("sink.buffer-flush.max-bytes", 64 * 1024 * 1024, minimum=1024),
+        connect_timeout_s=opt.duration_s("sink.connect.timeout-ms", 10.0, unit="ms", minimum=0.001),
+        socket_timeout_s=opt.duration_s("sink.socket.timeout-ms", 300.0, unit="ms", minimum=0.001),
+        max_retries=opt.integer("sink.max-retries", 5, minimum=0),
+        retry_backoff_s=backoff_s,
+        retry_max_backoff_s=max_backoff_s,
+        txn_timeout_s=round(
+            opt.duration_s("sink.transaction.timeout-s", QUERY_TIMEOUT_S, unit="s", minimum=1)
+        ),
+        prepared_timeout_s=round(prepared) or None,
+        commit_check_timeout_s=opt.duration_s(
+            "sink.commit.check-timeout-ms", 60.0, unit="ms", minimum=0
+        ),
+        batch_max_attempts=opt.integer("sink.batch.max-attempts", 3, minimum=1),
         progress_table=progress,
         dead_letter_table=dead_letter,
-        create_system_tables=_bool(options, "sink.create-system-tables", True),
+        create_system_tables=opt.boolean("sink.create-system-tables", True),
         replication_num=replication or None,
     )

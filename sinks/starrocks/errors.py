@@ -8,13 +8,14 @@
 * the sink retries the whole batch under a new label attempt for any other ``Transient``
   error, after the old label is known ABORTED.
 
-The texts matched below are the server's own (``reference/starrocks-txn-protocol.md`` §3.3).
+The texts matched below are the server's own (``docs/starrocks-txn-protocol.md`` §3.3).
 Messages never contain credentials: only op, label, table, server status/message and advice.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from sinks.exceptions import SinkError, SinkTerminalError, SinkTransientError
@@ -125,6 +126,9 @@ _AUTH_ADVICE = (
 )
 
 
+_TRACKING_URL = re.compile(r"tracking_url:\s*(\S+)")
+
+
 def _parse_body(body: bytes | str | None) -> dict[str, Any] | None:
     if body is None:
         return None
@@ -133,6 +137,12 @@ def _parse_body(body: bytes | str | None) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _tracking_url(message: str) -> str:
+    """The ``tracking_url: <url>`` a multi-table commit puts inside its message."""
+    match = _TRACKING_URL.search(message)
+    return match.group(1) if match else ""
 
 
 def _field(data: dict[str, Any], *names: str) -> str:
@@ -218,12 +228,17 @@ def classify(
         or "need auth information" in text
     ):
         return AuthError(f"{said}. {_AUTH_ADVICE}", **ctx)
-    if (
-        "too many filtered rows" in text
-        or "max filter rate" in text
-        or "failed to load table" in text
-    ):
-        return FilteredRowsError(f"{said}. {_FILTERED_ADVICE}", error_url=error_url, **ctx)
+    # Only a text that says the filter ratio was exceeded is a data problem: a multi-table
+    # commit's "Failed to load table <t>" wraps any sub-task failure (spec §3.3, S13).
+    if "too many filtered rows" in text or "max filter rate" in text:
+        url = error_url or _tracking_url(message)
+        return FilteredRowsError(f"{said}. {_FILTERED_ADVICE}", error_url=url, **ctx)
+    if "failed to load table" in text:
+        return TransactionAbortedError(
+            f"{said}: a table's load failed at commit and the transaction was aborted; the "
+            "batch is retried under a new label (if this repeats, check the BE logs)",
+            **ctx,
+        )
     if status == "PUBLISH_TIMEOUT" or "publish timeout" in text:
         return CommitOutcomeUnknownError(
             f"{said}: committed but not yet visible; the label state decides",

@@ -8,6 +8,8 @@ the recovery step walks), never from a clock or a random UUID: that is what make
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sinks.starrocks.config import LABEL_SAFE
 from sinks.starrocks.errors import LabelError
 
@@ -54,3 +56,36 @@ def make_label(
         )
         raise LabelError(msg)
     return label
+
+
+@dataclass(frozen=True)
+class LabelParts:
+    """The parts :func:`make_label` joined (``table`` is None for a multi-table label)."""
+
+    prefix: str
+    query_id: str
+    batch_id: int
+    attempt: int
+    table: str | None = None
+
+
+def parse_label(label: str, prefix: str) -> LabelParts | None:
+    """Split a label made by :func:`make_label` with ``prefix``; None if it is not one.
+
+    Unambiguous because a table name is an identifier (never all digits, no ``-``) while
+    batch id and attempt are numbers: ``...-7-0`` is multi-table, ``...-7-0-orders`` is the
+    per-table label of ``orders``. Used by the chaos checks, so they follow the product's
+    rule instead of a copy of it.
+    """
+    if not label.startswith(prefix + "-"):
+        return None
+    parts = label[len(prefix) + 1 :].split("-")
+    table = None
+    if parts and not parts[-1].isdigit():
+        table = parts.pop()
+    if len(parts) < 3 or not (parts[-1].isdigit() and parts[-2].isdigit()):
+        return None
+    query_id = "-".join(parts[:-2])
+    if not query_id:
+        return None
+    return LabelParts(prefix, query_id, int(parts[-2]), int(parts[-1]), table)

@@ -25,6 +25,7 @@ import orjson
 from common.errors import Transient
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.errors import InvalidRequestError, StarRocksError
+from sinks.starrocks.txnapi import LoadFailure, LoadReport
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,7 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Spark DDL schema of the per-table report rows a loader task returns.
 REPORT_SCHEMA = (
-    "table string, rows bigint, bytes bigint, requests int, error_kind string, error string"
+    "table string, rows bigint, bytes bigint, requests int, error_kind string, error string, "
+    "error_class string, error_url string"
 )
 #: Columns the loader reads, in this order.
 LOADER_COLUMNS = ("table", "op", "row", "topic", "partition", "txn_id")
@@ -61,6 +63,8 @@ class TableReport:
     requests: int = 0
     error_kind: str = ""  # "" | "transient" | "terminal"
     error: str = ""
+    error_class: str = ""  # StarRocksError subclass name, rebuilt on the driver
+    error_url: str = ""  # the server's ErrorURL / tracking_url, if any
 
     def as_dict(self) -> dict[str, Any]:
         """Row for :data:`REPORT_SCHEMA`."""
@@ -71,7 +75,21 @@ class TableReport:
             "requests": self.requests,
             "error_kind": self.error_kind,
             "error": self.error,
+            "error_class": self.error_class,
+            "error_url": self.error_url,
         }
+
+    def typed(self) -> LoadReport:
+        """The driver's typed view (:class:`sinks.starrocks.txnapi.LoadReport`)."""
+        failure = None
+        if self.error_kind:
+            failure = LoadFailure(
+                error_class=self.error_class or "StarRocksError",
+                message=self.error,
+                transient=self.error_kind == "transient",
+                error_url=self.error_url,
+            )
+        return LoadReport(self.table, self.rows, self.bytes, self.requests, failure)
 
 
 _OP_PREFIX = {code: b'{"__op":%d' % code for code in OP_CODES.values()}
@@ -201,7 +219,9 @@ class PartitionLoader:
         except StarRocksError as e:
             report = reports.setdefault(current or "", TableReport(table=current or ""))
             report.error_kind = "transient" if isinstance(e, Transient) else "terminal"
-            report.error = f"{type(e).__name__}: {e}"
+            report.error = str(e)
+            report.error_class = type(e).__name__
+            report.error_url = str(e.context.get("error_url") or "")
             logger.warning(
                 "starrocks load failed batch_id=%s table=%s kind=%s error=%s",
                 plan.batch_id,
@@ -245,6 +265,8 @@ def _report_arrow_schema() -> pa.Schema:
             ("requests", pa.int32()),
             ("error_kind", pa.string()),
             ("error", pa.string()),
+            ("error_class", pa.string()),
+            ("error_url", pa.string()),
         ]
     )
 
@@ -257,8 +279,8 @@ def _task_attempt() -> int:
     return int(ctx.attemptNumber()) if ctx is not None else 0
 
 
-def parse_reports(rows: Iterable[Mapping[str, Any]]) -> list[TableReport]:
-    """Driver side: report rows collected from the loading job."""
+def parse_reports(rows: Iterable[Mapping[str, Any]]) -> list[LoadReport]:
+    """Driver side: report rows collected from the loading job, as typed reports."""
     return [
         TableReport(
             table=str(r["table"] or ""),
@@ -267,7 +289,9 @@ def parse_reports(rows: Iterable[Mapping[str, Any]]) -> list[TableReport]:
             requests=int(r["requests"] or 0),
             error_kind=str(r["error_kind"] or ""),
             error=str(r["error"] or ""),
-        )
+            error_class=str(r.get("error_class") or ""),
+            error_url=str(r.get("error_url") or ""),
+        ).typed()
         for r in rows
     ]
 

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 
 from sinks.exceptions import TransactionStateError
+from sinks.starrocks.protocol import LoadState
 
 
 class TxnStatus(enum.StrEnum):
@@ -88,3 +89,22 @@ class SinkTransaction:
     def finished(self) -> bool:
         """COMMITTED or ABORTED: nothing more may happen under this label."""
         return self.status in _TERMINAL
+
+
+_FROM_STATE = {
+    LoadState.UNKNOWN: TxnStatus.NEW,
+    LoadState.PREPARE: TxnStatus.OPEN,
+    LoadState.PREPARED: TxnStatus.PREPARED,
+    LoadState.COMMITTED: TxnStatus.COMMITTED,
+    LoadState.VISIBLE: TxnStatus.COMMITTED,
+    LoadState.ABORTED: TxnStatus.ABORTED,
+}
+
+
+def from_state(label: str, table: str | None, state: LoadState) -> SinkTransaction:
+    """The transaction as the server reported it (recovery never invents a status).
+
+    UNKNOWN maps to NEW: for a single-table label that means "never begun (or forgotten)";
+    a multi-table label is never judged by this (the begin probe decides, spec §4.3a).
+    """
+    return SinkTransaction(label, table=table, status=_FROM_STATE[state])

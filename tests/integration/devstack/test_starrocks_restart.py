@@ -54,7 +54,8 @@ def test_restart_keeps_data_labels_and_prepared(tmp_path: Path) -> None:
         assert h2.sql("SELECT id FROM d.t1") == [(1,)]
         assert c2.state("done") == "VISIBLE"
         assert c2.call("begin", "done", multi=True).status == "LABEL_ALREADY_EXISTS"
-        assert c2.state("mopen") == "ABORTED"  # cancelAfterRestart
+        assert c2.state("mopen") == "UNKNOWN"  # cancelAfterRestart; never registered
+        assert c2.call("begin", "mopen", multi=True).body["ExistingJobStatus"] == "CANCELLED"
         assert c2.state("open") == "PREPARE"  # FE state kept, BE context gone
         assert c2.load("open", "t1", [{"id": 3}]).status == "TXN_NOT_EXISTS"
         assert c2.state("prep") == "PREPARED"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from devstack.starrocks.crashpoints import point_instrument
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.sink import StarRocksSink
 
@@ -57,10 +58,16 @@ def options(sr: Any, **overrides: str) -> dict[str, str]:
 
 
 def make_sink(sr: Any, query_id: str | None = None, **overrides: Any) -> StarRocksSink:
+    """A sink on the emulator; ``fault_hook(point)`` is called at the crash points of
+    ``devstack/starrocks/crashpoints.py`` (injected from outside, as the chaos runner does)."""
     hook = overrides.pop("fault_hook", None)
     qid = query_id or str(uuid.uuid4())
     cfg = StarRocksSinkConfig.from_options(options(sr, **overrides))
-    return StarRocksSink(cfg, lambda: qid, fault_hook=hook)
+    return StarRocksSink(cfg, lambda: qid, instrument=points(hook) if hook else None)
+
+
+def points(hook: Any) -> Any:
+    return point_instrument(lambda _batch, point: hook(point))
 
 
 def order_txn(

@@ -52,7 +52,7 @@ def test_per_table_happy_path(sr, spark):
     assert_applied_once(sr)
 
 
-@pytest.mark.parametrize("point", ["after_prepare", "after_first_commit"])
+@pytest.mark.parametrize("point", ["after_prepare"])  # the others: tests/unit/sinks
 def test_prepared_batch_is_committed_on_recovery_without_reloading(sr, spark, point):
     crashed = make_sink(sr, query_id=QID, fault_hook=crash_at(point), **PER_TABLE)
     crashed.open()
@@ -118,3 +118,17 @@ def test_partly_committed_batch_with_an_aborted_table_is_terminal(sr, spark):
         SinkTerminalError, match=r"committed for .*not prepared for \['order_items'\]"
     ):
         sink.write_batch(batch(spark, rows()), 7)
+
+
+def test_crashed_attempt_whose_be_contexts_are_gone_is_cancelled_at_the_fe(sr, spark):
+    """Audit finding 8: rollback answers TXN_NOT_EXISTS; the FE cancel API aborts the label."""
+    crashed = make_sink(sr, query_id=QID, fault_hook=crash_at("after_load"), **PER_TABLE)
+    crashed.open()
+    with pytest.raises(SimulatedCrash):
+        crashed.write_batch(batch(spark, rows()), 3)
+    sr.control.restart()  # BE contexts of the PREPARE labels are gone
+    result = make_sink(sr, query_id=QID, **PER_TABLE).write_batch(batch(spark, rows()), 3)
+    assert (result.outcome, result.attempt) == ("committed", 1)
+    states = sr.control.labels(DB)
+    assert {states[label] for label in labels_of(3, 0).values()} == {"ABORTED"}
+    assert_applied_once(sr)

@@ -108,13 +108,23 @@ def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
         load_config(bad)
 
 
-def test_crash_point_and_marker_are_test_only_settings(conf_file: Path) -> None:
-    assert load_config(conf_file).crash_at is None
-    config = load_config(
-        conf_file, ["testing.crash-at=after_commit@3", "testing.crash-marker=/tmp/m.txt"]
-    )
-    assert config.crash_at is not None
-    assert (config.crash_at.point, config.crash_at.from_batch) == ("after_commit", 3)
-    assert config.crash_at.marker == "/tmp/m.txt"
-    with pytest.raises(ConfigError, match=r"testing\.crash-at"):
-        load_config(conf_file, ["testing.crash-at=somewhere"])
+def test_no_crash_settings_in_the_product(conf_file: Path) -> None:
+    """Crash points are injected from outside (devstack/starrocks/crashpoints.py)."""
+    with pytest.raises(ConfigError, match="testing"):
+        load_config(conf_file, ["testing.crash-at=after_commit@3"])
+
+
+def test_get_refuses_secrets(conf_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.main import main
+
+    rc = main(["--config", str(conf_file), "--set", "starrocks.password=hunter2",
+               "--get", "starrocks.password"])  # fmt: skip
+    out = capsys.readouterr()
+    assert rc == 2
+    assert "hunter2" not in out.out + out.err
+    assert main(["--config", str(conf_file), "--get", "starrocks.username"]) == 0
+
+
+def test_trigger_interval_is_a_duration(conf_file: Path) -> None:
+    config = load_config(conf_file, ["starrocks.sink.buffer-flush.interval-ms=2s"])
+    assert config.pipeline.trigger_interval_ms == 2000

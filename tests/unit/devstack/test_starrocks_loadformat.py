@@ -112,3 +112,11 @@ def test_csv_plan() -> None:
         (OP_UPSERT, (2, None, None, None)),
     ]
     assert res.filtered == 1
+
+
+def test_json_keys_match_columns_case_insensitively() -> None:
+    """Audit finding 9: StarRocks column names are case-insensitive, JSON keys included."""
+    plan = LoadPlan(PK, {"format": "json", "strip_outer_array": "true"})
+    res = plan.parse(json.dumps([{"ID": 7, "V": "x", "Amt": "2"}, {"id": 8}]).encode())
+    assert res.filtered == 0
+    assert res.rows == [(OP_UPSERT, (7, "x", "2.00", None)), (OP_UPSERT, (8, "dv", None, None))]

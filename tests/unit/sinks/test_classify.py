@@ -187,6 +187,13 @@ CASES = [
         errs.FilteredRowsError,
     ),
     (
+        # Audit finding 6: the wrapper alone is not a filtered-rows verdict.
+        TxnOp.COMMIT,
+        200,
+        body("FAILED", "Failed to load table orders, error: BE 10001 went away"),
+        errs.TransactionAbortedError,
+    ),
+    (
         TxnOp.BEGIN,
         200,
         body(
@@ -392,3 +399,18 @@ def test_classify_never_raises_and_always_decides(op, http, raw):
     assert isinstance(result, TxnResponse | errs.StarRocksError)
     if isinstance(result, errs.StarRocksError):
         assert isinstance(result, Transient) != isinstance(result, Terminal)
+
+
+def test_multi_table_filtered_rows_error_carries_the_tracking_url():
+    err = classify(
+        TxnOp.COMMIT,
+        200,
+        body(
+            "FAILED",
+            "Failed to load table orders, error: abnormal data more than max filter "
+            "rate, tracking_url: http://be:8040/api/_load_error_log?file=e1",
+        ),
+        label=L,
+    )
+    assert isinstance(err, errs.FilteredRowsError)
+    assert err.context["error_url"] == "http://be:8040/api/_load_error_log?file=e1"

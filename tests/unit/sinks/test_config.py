@@ -30,7 +30,7 @@ def test_minimal_options_and_defaults():
     assert cfg.multi_table is True
     assert cfg.label_prefix == "cdc"
     assert cfg.pipeline_name == "cdc"
-    assert cfg.txn_timeout_s == 600
+    assert cfg.txn_timeout_s == 300  # at most query_timeout: audit finding 5
     assert cfg.progress_table == "_cdc_progress"
     assert cfg.dead_letter_table == "_cdc_dead_letter"
     assert cfg.properties_for("orders") == {
@@ -67,7 +67,7 @@ def test_all_options():
     )
     assert cfg.multi_table is False
     assert cfg.max_bytes_per_load == 1048576
-    assert cfg.flush_interval_ms == 2000
+    assert not hasattr(cfg, "flush_interval_ms")  # the app's trigger interval, not the sink's
     assert cfg.connect_timeout_s == 1.5
     assert cfg.socket_timeout_s == 2.5
     assert cfg.retry_backoff_s == 0.01
@@ -162,3 +162,13 @@ def test_secret_equality_and_pickle():
     secret = Secret("pw")
     assert pickle.loads(pickle.dumps(secret)) == secret
     assert secret != Secret("other")
+
+
+def test_a_multi_table_timeout_above_query_timeout_is_a_caveat():
+    """Audit finding 5: older 4.0 builds may cap a multi-table txn at query_timeout (300 s)."""
+    assert parse().caveats() == []
+    notes = parse(**{"sink.transaction.timeout-s": "10m"}).caveats()
+    assert len(notes) == 1
+    assert "query_timeout" in notes[0]
+    per_table = {"sink.transaction.timeout-s": "10m", "sink.transaction.multi-table.enabled": "no"}
+    assert parse(**per_table).caveats() == []

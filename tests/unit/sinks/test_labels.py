@@ -61,3 +61,21 @@ def test_every_produced_label_satisfies_the_starrocks_rule(prefix, batch_id, att
     assert len(label) <= MAX_LABEL_LENGTH
     assert re.fullmatch(r"[A-Za-z0-9_-]+", label)
     assert label.startswith(f"{prefix}-{QID}-{batch_id}-{attempt}")
+
+
+@pytest.mark.parametrize("table", [None, "orders", "_cdc_progress", "t2"])
+@pytest.mark.parametrize("prefix", ["cdc", "my-pipe"])
+def test_parse_label_inverts_make_label_including_per_table_labels(prefix, table):
+    from sinks.starrocks.labels import LabelParts, make_label, parse_label
+
+    qid = "cccccccc-0000-0000-0000-000000000000"
+    label = make_label(prefix, qid, 12, 3, table)
+    assert parse_label(label, prefix) == LabelParts(prefix, qid, 12, 3, table)
+
+
+def test_parse_label_refuses_foreign_labels():
+    from sinks.starrocks.labels import parse_label
+
+    assert parse_label("other-q-1-0", "cdc") is None
+    assert parse_label("cdc-q-x-0", "cdc") is None
+    assert parse_label("cdc-1-0", "cdc") is None

@@ -37,7 +37,7 @@ def test_progress_body_is_an_upsert_array():
 
 def test_report_round_trip():
     report = TableReport("orders", rows=3, bytes=40, requests=1)
-    assert parse_reports([report.as_dict()]) == [report]
+    assert parse_reports([report.as_dict()]) == [report.typed()]
 
 
 @pytest.mark.parametrize(

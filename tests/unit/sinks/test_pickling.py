@@ -53,3 +53,17 @@ def test_loader_pickles_with_cloudpickle_as_spark_does():
     loader = PartitionLoader(LoadPlan(cfg, {"orders": "cdc-q-1-0"}, True, 1))
     clone = pickle.loads(cloudpickle.dumps(loader))
     assert clone.plan.labels == {"orders": "cdc-q-1-0"}
+
+
+def test_typed_load_reports_survive_the_trip_and_rebuild_the_error_class():
+    from sinks.starrocks.committer import load_error
+    from sinks.starrocks.loader import TableReport, parse_reports
+
+    report = TableReport("orders", rows=3, error_kind="terminal", error="too many filtered rows",
+                         error_class="FilteredRowsError", error_url="http://be/e1")  # fmt: skip
+    (typed,) = parse_reports([pickle.loads(pickle.dumps(report.as_dict()))])
+    assert typed.failure is not None
+    err = load_error(typed.failure, "l-1", "orders")
+    assert isinstance(err, errs.FilteredRowsError)
+    assert err.context == {"label": "l-1", "table": "orders", "error_url": "http://be/e1"}
+    assert pickle.loads(pickle.dumps(typed)) == typed

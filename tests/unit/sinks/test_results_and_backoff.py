@@ -1,7 +1,8 @@
 import pytest
 
-from sinks.starrocks.client import Backoff
-from sinks.starrocks.sink import FAULT_POINTS, BatchResult
+from sinks.starrocks.committer import Outcome
+from sinks.starrocks.retry import RetryPolicy
+from sinks.starrocks.sink import BatchResult
 
 pytestmark = pytest.mark.unit
 
@@ -9,7 +10,7 @@ pytestmark = pytest.mark.unit
 def test_batch_result_summary_properties():
     result = BatchResult(
         batch_id=3,
-        outcome="committed",
+        outcome=Outcome.COMMITTED,
         labels=("cdc-q-3-0",),
         rows_per_table={"orders": 2, "order_items": 5},
         bytes_per_table={"orders": 10, "order_items": 20},
@@ -18,18 +19,23 @@ def test_batch_result_summary_properties():
     assert result.bytes == 30
     assert result.label == "cdc-q-3-0"
     assert not result.skipped
-    assert BatchResult(batch_id=3, outcome="already_applied").skipped
-    assert BatchResult(batch_id=3, outcome="empty").label is None
+    assert result.outcome == "committed"  # a StrEnum: logs and old callers see the word
+    assert BatchResult(batch_id=3, outcome=Outcome.ALREADY_APPLIED).skipped
+    assert BatchResult(batch_id=3, outcome=Outcome.EMPTY).label is None
 
 
 def test_backoff_grows_and_is_capped():
-    backoff = Backoff(base_s=0.1, cap_s=1.0)
-    delays = [backoff.delay(n) for n in range(10)]
+    policy = RetryPolicy(base_s=0.1, cap_s=1.0)
+    delays = [policy.delay(n) for n in range(10)]
     assert all(0.05 <= d <= 1.0 for d in delays)
     assert max(delays[6:]) <= 1.0
     assert delays[0] <= 0.1
 
 
-def test_fault_points_are_named():
-    assert "after_commit" in FAULT_POINTS
-    assert "after_prepare" in FAULT_POINTS
+def test_policy_deadline_uses_the_injected_clock():
+    now = [0.0]
+    policy = RetryPolicy(check_timeout_s=5.0, clock=lambda: now[0])
+    deadline = policy.deadline()
+    assert not policy.expired(deadline)
+    now[0] = 5.0
+    assert policy.expired(deadline)

@@ -1,0 +1,87 @@
+"""What the committer is given (a :class:`BatchPlan`) and what it answers (a :class:`CommitResult`).
+
+Plain data, no Spark and no HTTP; also the typed load reports' way back to an exception.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sinks.starrocks import errors as sr_errors
+from sinks.starrocks.errors import StarRocksError, StarRocksTerminalError
+from sinks.starrocks.labels import make_label
+from sinks.starrocks.loader import progress_body
+from sinks.starrocks.txnapi import LoadFailure, LoadReport
+
+
+class Outcome(enum.StrEnum):
+    """What ``run()`` did with the batch."""
+
+    COMMITTED = "committed"  # loaded and committed now
+    ALREADY_APPLIED = "already_applied"  # an earlier run committed it (a replay)
+    RECOVERED = "recovered"  # per-table: an earlier run prepared it, this run committed
+    EMPTY = "empty"  # nothing to write, no transaction opened
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One micro-batch as the committer sees it (no rows: those are the load job's).
+
+    Attributes:
+        prefix: ``sink.label-prefix``.
+        query_id: Persistent streaming query id.
+        batch_id: Spark batch id.
+        tables: Data tables with rows in this batch, sorted.
+        progress_table: The sink's progress table (loaded in the same transaction).
+        progress_rows: One row per source partition, without ``label`` (added per attempt).
+    """
+
+    prefix: str
+    query_id: str
+    batch_id: int
+    tables: tuple[str, ...]
+    progress_table: str
+    progress_rows: tuple[Mapping[str, Any], ...] = ()
+
+    def label(self, attempt: int, table: str | None = None) -> str:
+        """The label rule (:func:`sinks.starrocks.labels.make_label`)."""
+        return make_label(self.prefix, self.query_id, self.batch_id, attempt, table)
+
+    def progress(self, label: str) -> bytes:
+        """Progress rows of this attempt as a load body."""
+        return progress_body([{**row, "label": label} for row in self.progress_rows])
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The committer's typed answer."""
+
+    outcome: Outcome
+    labels: tuple[str, ...] = ()
+    attempt: int = 0
+    reports: tuple[LoadReport, ...] = field(default_factory=tuple)
+    commit_ms: float = 0.0
+
+
+def load_error(failure: LoadFailure, label: str, table: str) -> StarRocksError:
+    """Rebuild a load task's error on the driver, same class, with label/table/error URL."""
+    cls = getattr(sr_errors, failure.error_class, None)
+    if not (isinstance(cls, type) and issubclass(cls, StarRocksError)):
+        cls = sr_errors.StarRocksTransientError if failure.transient else StarRocksTerminalError
+    context: dict[str, Any] = {"label": label, "table": table}
+    if failure.error_url:
+        context["error_url"] = failure.error_url
+    return cls(f"load of table {table} under label {label} failed: {failure.message}", **context)
+
+
+def raise_load_failures(reports: Sequence[LoadReport], labels: Mapping[str, str]) -> None:
+    """Raise the first terminal load failure, else the first transient one, if any."""
+    failed = [(r.table, r.failure) for r in reports if r.failure is not None]
+    if not failed:
+        return
+    table, failure = min(failed, key=lambda item: item[1].transient)
+    label = labels.get(table) or next(iter(labels.values()), "?")
+    raise load_error(failure, label, table)

@@ -1,0 +1,305 @@
+"""The exactly-once protocol, with no Spark and no HTTP: one class per transaction mode.
+
+A committer gets a :class:`~sinks.starrocks.txnapi.TxnApi`, a
+:class:`~sinks.starrocks.txnapi.LoadJob` and a :class:`~sinks.starrocks.retry.RetryPolicy`,
+and its ``run()`` is the numbered protocol of ``docs/DESIGN.md`` §5, recovery included:
+:class:`MultiTableCommitter` here, :class:`~sinks.starrocks.per_table.PerTableCommitter` in
+its own module, the shared steps in :mod:`sinks.starrocks.steps`, plan and result types in
+:mod:`sinks.starrocks.batch`. The Spark adapter (:mod:`sinks.starrocks.sink`) only prepares a
+:class:`BatchPlan` and a load job.
+
+What the server can tell us, and what it cannot (``docs/starrocks-txn-protocol.md``):
+
+* ``get_load_state`` reads the FE transaction manager only. A single-table label is there
+  from ``begin``; a multi-table label only from commit (4.0) or from its first load (newest),
+  so a begun, rolled-back, cancelled or zero-load multi-table label answers UNKNOWN while the
+  label stays blocked in ``StreamLoadMgr`` (§4.3a). In multi-table mode ``get_load_state`` is
+  therefore asked "committed?" only, and ``begin`` itself is the probe.
+* Some 4.0.x FE builds answer OK to a multi-table commit that failed (§4.3a): an OK commit is
+  confirmed through ``get_load_state`` before the batch counts as applied.
+* A multi-table task in ABORTING may still end COMMITED (the FE reconciles with its
+  transaction manager, ``StreamLoadMultiStmtTask``): it is waited out, never skipped.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from common.errors import Transient
+from sinks.exceptions import SinkTerminalError, SinkTransientError
+from sinks.starrocks.batch import (
+    BatchPlan,
+    CommitResult,
+    Outcome,
+    load_error,
+    raise_load_failures,
+)
+from sinks.starrocks.errors import (
+    CommitOutcomeUnknownError,
+    LabelAlreadyExistsError,
+    StarRocksError,
+    StarRocksTerminalError,
+    TransactionAbortedError,
+    TransactionCommittedError,
+    TransactionNotFoundError,
+)
+from sinks.starrocks.per_table import PerTableCommitter
+from sinks.starrocks.protocol import LoadState
+from sinks.starrocks.retry import RetryPolicy
+from sinks.starrocks.steps import LOOKAHEAD, MAX_ATTEMPT_NUMBER, Steps, Verdict, retryable
+from sinks.starrocks.txnapi import LoadJob, TxnApi
+
+__all__ = [
+    "BatchPlan",
+    "CommitResult",
+    "MultiTableCommitter",
+    "Outcome",
+    "PerTableCommitter",
+    "load_error",
+    "raise_load_failures",
+]
+
+logger = logging.getLogger(__name__)
+
+# ``ExistingJobStatus`` of a multi-table begin on a used label (StreamLoadMultiStmtTask
+# state names, spelling included, or a TransactionStatus name from the label history). A
+# PREPARE/PREPARED history entry with no task is a single-table transaction: another writer.
+_APPLIED_JOBS = frozenset({"COMMITED", "COMMITTED", "VISIBLE", "FINISHED"})
+_CRASHED_JOBS = frozenset({"BEGIN", "CANCELLED", "ABORTED"})
+_SETTLING_JOBS = frozenset({"ABORTING", "COMMITING"})
+
+
+class _Probe(enum.Enum):
+    """What a multi-table ``begin`` on a label said about it."""
+
+    OURS = "ours"  # begin OK: this attempt is open and ours
+    APPLIED = "applied"  # an earlier attempt under this label committed
+    CRASHED = "crashed"  # an earlier attempt is open or cancelled: roll back, next attempt
+    SETTLING = "settling"  # committing or aborting right now: wait
+
+
+class MultiTableCommitter:
+    """Multi-table mode (StarRocks 4.0+): one transaction per micro-batch, atomic.
+
+    Called on the driver once per micro-batch; ``run()`` may be called again for the same
+    batch (after a crash or an exception) and then neither duplicates nor loses it.
+    """
+
+    def __init__(self, api: TxnApi, load_job: LoadJob, policy: RetryPolicy) -> None:
+        self._steps = Steps(api, load_job, policy)
+        self._api = api
+        self._policy = policy
+
+    def run(self, plan: BatchPlan) -> CommitResult:
+        """Write ``plan`` exactly once (``docs/DESIGN.md`` §5, multi-table mode).
+
+        For attempt 0, 1, ... with ``label = {prefix}-{query id}-{batch id}-{attempt}``:
+
+        1. ``get_load_state(label)`` COMMITTED/VISIBLE: already applied, return.
+        2. ``begin(label)``, the probe. OK: this attempt is ours. LABEL_ALREADY_EXISTS with
+           COMMITED/FINISHED/VISIBLE: already applied, return. BEGIN/CANCELLED: a crashed
+           attempt, roll it back, next attempt. ABORTING/COMMITING: wait until it settles.
+        3. A label that was free: if a later attempt is committed (this one expired on the
+           server), roll ours back and return already applied.
+        4. Load every data table (executors), then the progress rows (driver).
+        5. ``commit``, confirmed by ``get_load_state`` COMMITTED/VISIBLE. ABORTED, or the
+           task cancelled: next attempt. Unclear past ``check_timeout_s``: raise transient.
+        6. Failure before commit: roll back; transient: next attempt (at most
+           ``batch_max_attempts`` failures per run); terminal: raise.
+        """
+        if not plan.tables and not plan.progress_rows:
+            return CommitResult(Outcome.EMPTY)
+        attempt = 0
+        failures = 0
+        last_error: BaseException | None = None
+        while attempt < MAX_ATTEMPT_NUMBER:
+            label = plan.label(attempt)
+            # 1.
+            if self._steps.state(label).is_committed:
+                return self._applied(plan, label, attempt)
+            # 2.
+            probe = self._probe(label)
+            if probe is _Probe.APPLIED:
+                return self._applied(plan, label, attempt)
+            if probe is _Probe.CRASHED:
+                logger.warning("starrocks rolling back crashed attempt label=%s", label)
+                if self._steps.rollback(label, None) is Verdict.COMMITTED:
+                    return self._applied(plan, label, attempt)
+                attempt += 1
+                continue
+            # 3.
+            later = self._later_committed(plan, attempt)
+            if later is not None:
+                self._steps.rollback(label, None)
+                return self._applied(plan, plan.label(later), later)
+            # 4.
+            try:
+                reports = self._steps.run_loads(dict.fromkeys(plan.tables, label), True)
+                self._api.load(label, plan.progress_table, plan.progress(label), multi=True)
+            except Exception as e:
+                # 6.
+                last_error = e
+                if self._steps.rollback(label, None) is Verdict.COMMITTED:
+                    return self._applied(plan, label, attempt)
+                if not retryable(e):
+                    raise
+                failures += 1
+                logger.warning(
+                    "starrocks batch retry batch_id=%s label=%s error=%s", plan.batch_id, label, e
+                )
+                if failures >= self._policy.batch_max_attempts:
+                    break
+                attempt += 1
+                continue
+            # 5.
+            started = self._policy.clock()
+            verdict = self._commit(label)
+            if verdict is Verdict.COMMITTED:
+                commit_ms = (self._policy.clock() - started) * 1000
+                return CommitResult(Outcome.COMMITTED, (label,), attempt, reports, commit_ms)
+            last_error = TransactionAbortedError(
+                f"StarRocks label {label} was aborted at commit", label=label
+            )
+            failures += 1
+            if failures >= self._policy.batch_max_attempts:
+                break
+            attempt += 1
+        msg = (
+            f"StarRocks batch {plan.batch_id} failed {failures} times (last attempt "
+            f"{attempt}): {last_error}. Every attempt was rolled back; fix the cause and "
+            "restart the query (the batch is replayed from the checkpoint)"
+        )
+        raise SinkTerminalError(msg, batch_id=plan.batch_id) from last_error
+
+    def _applied(self, plan: BatchPlan, label: str, attempt: int) -> CommitResult:
+        logger.info("starrocks batch already applied batch_id=%s label=%s", plan.batch_id, label)
+        return CommitResult(Outcome.ALREADY_APPLIED, (label,), attempt)
+
+    def _later_committed(self, plan: BatchPlan, attempt: int) -> int | None:
+        for ahead in range(attempt + 1, attempt + 1 + LOOKAHEAD):
+            if self._steps.state(plan.label(ahead)).is_committed:
+                return ahead
+        return None
+
+    def _probe(self, label: str) -> _Probe:
+        """Step 2: ``begin`` as the probe; waits out a label that is settling."""
+        deadline = self._policy.deadline()
+        retry = 0
+        while True:
+            probe = self._begin_once(label)
+            if probe is not None and probe is not _Probe.SETTLING:
+                return probe
+            if self._policy.expired(deadline):
+                msg = (
+                    f"StarRocks label {label} is still committing or aborting after "
+                    f"{self._policy.check_timeout_s:.0f}s; the query stops and the next run "
+                    "probes it again"
+                )
+                raise SinkTransientError(msg, label=label)
+            self._policy.pause(retry)
+            retry += 1
+
+    def _begin_once(self, label: str) -> _Probe | None:
+        """One begin; ``None`` after a transient error (the next begin decides)."""
+        try:
+            self._api.begin(label, None)
+        except LabelAlreadyExistsError as e:
+            existing = str(e.context.get("existing_status") or "").upper()
+            if existing in _APPLIED_JOBS:
+                return _Probe.APPLIED
+            if existing in _CRASHED_JOBS:
+                return _Probe.CRASHED
+            if existing in _SETTLING_JOBS:
+                return _Probe.SETTLING
+            msg = (
+                f"StarRocks label {label} is in use by another writer (existing job status "
+                f"{existing or 'none'}): {e}. Run exactly one query per checkpoint and give "
+                "every pipeline its own sink.label-prefix"
+            )
+            raise SinkTerminalError(msg, label=label) from e
+        except StarRocksError as e:
+            if not isinstance(e, Transient):
+                raise
+            logger.warning("starrocks begin unclear label=%s error=%s", label, e)
+            return None
+        return _Probe.OURS
+
+    def _commit(self, label: str) -> Verdict:
+        """Step 5: commit, then let the server confirm (raises when it stays unclear)."""
+        said_ok = False
+        first: StarRocksError | None = None
+        try:
+            self._api.commit(label, None)
+            said_ok = True
+        except TransactionCommittedError:
+            return Verdict.COMMITTED
+        except StarRocksError as e:
+            if isinstance(e, StarRocksTerminalError):
+                # Filtered rows and the like: the FE has cancelled the task already.
+                if self._steps.rollback(label, None) is Verdict.COMMITTED:
+                    return Verdict.COMMITTED
+                raise
+            first = e
+            if _cancelled(e):
+                return Verdict.ABORTED
+        return self._confirm(label, said_ok, first)
+
+    def _confirm(self, label: str, said_ok: bool, first: StarRocksError | None) -> Verdict:
+        deadline = self._policy.deadline()
+        retry = 0
+        while True:
+            try:
+                state: LoadState | None = self._api.get_load_state(label)
+            except StarRocksError as e:
+                if not isinstance(e, Transient):
+                    raise
+                first, state = e, None
+            if state is not None and state.is_committed:
+                return Verdict.COMMITTED
+            if state == LoadState.ABORTED:
+                return Verdict.ABORTED
+            if state is not None:
+                # Not registered (or not yet committed): the commit may never have arrived,
+                # or (some 4.0.x builds) failed behind an OK. Re-sending it is safe: the
+                # task answers "already committed", commits now, or says it is cancelled.
+                verdict = self._recommit(label)
+                if verdict is not None:
+                    return verdict
+            if self._policy.expired(deadline):
+                msg = (
+                    f"StarRocks commit outcome of label {label} is still unknown after "
+                    f"{self._policy.check_timeout_s:.0f}s (state {state}, commit answered "
+                    f"{'OK' if said_ok else first}). The query stops; on restart the label "
+                    "decides (nothing is duplicated or lost)"
+                )
+                raise CommitOutcomeUnknownError(msg, label=label) from first
+            self._policy.pause(retry)
+            retry += 1
+
+    def _recommit(self, label: str) -> Verdict | None:
+        try:
+            self._api.commit(label, None)
+        except TransactionCommittedError:
+            return Verdict.COMMITTED
+        except TransactionAbortedError as e:
+            # "is aborting" may still end COMMITED (FE reconcile): keep watching.
+            return Verdict.ABORTED if _cancelled(e) else None
+        except TransactionNotFoundError:
+            # No task and (just checked) not registered as committed: nothing can commit.
+            return Verdict.ABORTED
+        except StarRocksError as e:
+            if not isinstance(e, Transient):
+                raise
+        return None
+
+
+def _cancelled(error: StarRocksError) -> bool:
+    """The task is CANCELLED (final): ``Can not commit CANCELLED ...`` / ``... cancelled: ``.
+
+    Not ``is aborting``: an ABORTING task may still end COMMITED when the FE reconciles it.
+    """
+    text = error.message.lower()
+    return isinstance(error, TransactionAbortedError) and (
+        "can not commit cancelled" in text or "has already been cancelled" in text
+    )

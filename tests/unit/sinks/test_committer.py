@@ -1,0 +1,444 @@
+"""The exactly-once protocol against a fake StarRocks: every step, crash point and answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sinks.exceptions import SinkTerminalError, SinkTransientError
+from sinks.starrocks.committer import (
+    BatchPlan,
+    MultiTableCommitter,
+    Outcome,
+    PerTableCommitter,
+    raise_load_failures,
+)
+from sinks.starrocks.errors import FilteredRowsError
+from sinks.starrocks.protocol import LoadState
+from sinks.starrocks.retry import RetryPolicy
+from sinks.starrocks.txnapi import LoadFailure, LoadReport
+
+from .fake_starrocks import FAULTS, Crash, FakeStarRocks, ScriptedApi, load_job
+
+pytestmark = pytest.mark.unit
+
+QID = "cccccccc-0000-0000-0000-000000000000"
+ROWS = {"orders": [{"id": 1}, {"id": 2}], "order_items": [{"id": 10}, {"id": 11}, {"id": 12}]}
+PROGRESS = ({"pipeline": "p", "topic": "t", "kafka_partition": 0, "last_offset": 9},)
+
+
+class FakeClock:
+    """Time that moves only when the committer sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def policy(**overrides: Any) -> RetryPolicy:
+    clock = FakeClock()
+    base: dict[str, Any] = {
+        "max_retries": 3,
+        "base_s": 0.1,
+        "cap_s": 1.0,
+        "check_timeout_s": 5.0,
+        "batch_max_attempts": 3,
+        "sleep": clock.sleep,
+        "clock": clock,
+    }
+    base.update(overrides)
+    return RetryPolicy(**base)
+
+
+def plan(batch_id: int = 3) -> BatchPlan:
+    return BatchPlan("t", QID, batch_id, tuple(sorted(ROWS)), "_cdc_progress", PROGRESS)
+
+
+def label(attempt: int, batch_id: int = 3, table: str | None = None) -> str:
+    return plan(batch_id).label(attempt, table)
+
+
+def committer(mode: str, api: ScriptedApi, **kw: Any) -> MultiTableCommitter | PerTableCommitter:
+    cls = MultiTableCommitter if mode == "multi" else PerTableCommitter
+    return cls(api, load_job(api, ROWS), policy(**kw))
+
+
+def assert_applied_once(server: FakeStarRocks) -> None:
+    for table, rows in ROWS.items():
+        assert server.visible[table] == rows, table
+    progress = server.visible["_cdc_progress"]
+    assert len(progress) == 1
+    assert progress[0]["label"].startswith(f"t-{QID}-3-")
+    assert server.open_labels() == []
+
+
+# -- multi-table mode -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("registration", ["commit", "first_load"])
+def test_multi_happy_path(registration):
+    server = FakeStarRocks(registration=registration)
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert result.outcome is Outcome.COMMITTED
+    assert result.labels == (label(0),)
+    assert server.get_load_state(label(0)) == LoadState.VISIBLE
+    assert_applied_once(server)
+
+
+def test_multi_replay_is_already_applied_with_one_state_call():
+    server = FakeStarRocks()
+    committer("multi", ScriptedApi(server)).run(plan())
+    api = ScriptedApi(server)
+    result = committer("multi", api).run(plan())
+    assert result.outcome is Outcome.ALREADY_APPLIED
+    assert api.calls == [("get_load_state", label(0), None)]
+    assert_applied_once(server)
+
+
+@pytest.mark.parametrize("registration", ["commit", "first_load"])
+@pytest.mark.parametrize("crash_call", range(7))
+def test_multi_crash_before_commit_answers_unknown_and_recovers(registration, crash_call):
+    """Audit finding 1: a begun multi-table label answers UNKNOWN yet stays blocked."""
+    server = FakeStarRocks(registration=registration)
+    api = ScriptedApi(server, {crash_call: "crash_after"})
+    with pytest.raises(Crash):
+        committer("multi", api).run(plan())
+    if api.calls[-1][0] != "commit":
+        assert server.get_load_state(label(0)) in (LoadState.UNKNOWN, LoadState.PREPARE)
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert result.outcome in (Outcome.COMMITTED, Outcome.ALREADY_APPLIED)
+    assert_applied_once(server)
+
+
+def test_multi_label_blocked_after_rollback_takes_the_next_attempt():
+    server = FakeStarRocks(registration="commit")
+    server.begin(label(0), None)
+    server.rollback(label(0), None)
+    assert server.get_load_state(label(0)) == LoadState.UNKNOWN  # yet blocked
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
+def test_multi_fe_restart_cancels_the_open_task_and_the_batch_is_redone():
+    """Audit finding 3: BEGIN is not durable; the label stays blocked (CANCELLED)."""
+    server = FakeStarRocks(registration="commit")
+    api = ScriptedApi(server, {3: "restart"})  # before the first table's load
+    result = committer("multi", api).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
+@pytest.mark.parametrize("registration", ["commit", "first_load"])
+def test_multi_ok_commit_that_failed_is_detected_and_redone(registration):
+    """Audit finding 2: some 4.0.x builds answer OK to a commit that rolled back."""
+    server = FakeStarRocks(registration=registration, ok_but_failed_commits=1)
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert server.committed_labels == [label(1)]
+    assert_applied_once(server)
+
+
+def test_multi_zero_load_commit_is_never_registered_but_begin_sees_it():
+    """Audit finding 4: the label of a zero-load commit stays UNKNOWN to get_load_state."""
+    server = FakeStarRocks(registration="first_load")
+    server.begin(label(0), None)
+    server.commit(label(0), None)
+    assert server.get_load_state(label(0)) == LoadState.UNKNOWN
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert result.outcome is Outcome.ALREADY_APPLIED
+
+
+def test_multi_publish_wait_counts_as_committed():
+    server = FakeStarRocks(publish_wait=True)
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert result.outcome is Outcome.COMMITTED
+    assert server.get_load_state(label(0)) == LoadState.COMMITTED
+
+
+def test_multi_aborting_task_is_waited_out_not_skipped():
+    server = FakeStarRocks()
+    server.begin(label(0), None)
+    server.tasks[label(0)].state = "ABORTING"
+    server.tasks[label(0)].aborting_left = 10**9  # the background rollback never lands
+    api = ScriptedApi(server)
+    original = server.begin
+    seen = []
+
+    def begin(lbl, table):
+        seen.append(lbl)
+        if len(seen) == 2:  # the FE's background rollback finishes
+            server.tasks[label(0)].state = "CANCELLED"
+        original(lbl, table)
+
+    server.begin = begin  # type: ignore[method-assign]
+    result = committer("multi", api).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+
+
+def test_multi_background_rollback_is_waited_out_after_a_crash():
+    """A rollback that could not finish at once leaves the task ABORTING for a while."""
+    server = FakeStarRocks(slow_abort=2)
+    api = ScriptedApi(server, {5: "crash_after"})  # after the first load
+    with pytest.raises(Crash):
+        committer("multi", api).run(plan())
+    server.rollback(label(0), None)  # e.g. the FE's timeout checker
+    assert server.tasks[label(0)].state == "ABORTING"
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
+def test_multi_aborting_forever_stops_with_a_transient_error():
+    server = FakeStarRocks()
+    server.begin(label(0), None)
+    server.tasks[label(0)].state = "ABORTING"
+    server.tasks[label(0)].aborting_left = 10**9  # the background rollback never lands
+    with pytest.raises(SinkTransientError, match="still committing or aborting"):
+        committer("multi", ScriptedApi(server)).run(plan())
+
+
+def test_multi_label_of_another_writer_is_terminal():
+    server = FakeStarRocks()
+    server.begin(label(0), "orders")  # a single-table transaction under our label
+    with pytest.raises(SinkTerminalError, match="another writer"):
+        committer("multi", ScriptedApi(server)).run(plan())
+
+
+def test_multi_lost_commit_answer_is_settled_by_the_label_state():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    c = committer("multi", api)
+    # calls: state(0), begin, state(1), state(2), load, load, load(progress), commit
+    api.script = {7: "lost_after"}
+    result = c.run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 0)
+    assert_applied_once(server)
+
+
+def test_multi_unreachable_fe_after_commit_stops_and_replay_skips():
+    server = FakeStarRocks()
+    script = {7: "lost_after", **{i: "error_before" for i in range(8, 200)}}
+    with pytest.raises(SinkTransientError):
+        committer("multi", ScriptedApi(server, script)).run(plan())
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert result.outcome is Outcome.ALREADY_APPLIED
+    assert_applied_once(server)
+
+
+def test_multi_later_committed_attempt_hides_behind_an_expired_one():
+    server = FakeStarRocks()
+    server.begin(label(1), None)
+    server.load(label(1), "orders", [{"id": 1}], multi=True)
+    server.commit(label(1), None)
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.labels) == (Outcome.ALREADY_APPLIED, (label(1),))
+    assert server.open_labels() == []
+
+
+def test_multi_terminal_load_error_keeps_its_class_and_url():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+
+    def failing(labels, multi):
+        failure = LoadFailure("FilteredRowsError", "too many filtered rows", False, "http://e")
+        return [LoadReport("orders", failure=failure), LoadReport("order_items", rows=3)]
+
+    c = MultiTableCommitter(api, failing, policy())
+    with pytest.raises(FilteredRowsError) as info:
+        c.run(plan())
+    assert info.value.context["error_url"] == "http://e"
+    assert info.value.context["label"] == label(0)
+    assert server.open_labels() == []
+
+
+def test_multi_transient_load_errors_give_up_after_max_attempts():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+
+    def failing(labels, multi):
+        return [LoadReport("orders", failure=LoadFailure("ServerBusyError", "5xx", True))]
+
+    with pytest.raises(SinkTerminalError, match="failed 3 times"):
+        MultiTableCommitter(api, failing, policy()).run(plan())
+    assert server.open_labels() == []
+
+
+def test_multi_spark_job_failure_is_retried_under_a_new_attempt():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    real = load_job(api, ROWS)
+    runs = []
+
+    def flaky(labels, multi):
+        runs.append(labels)
+        if len(runs) == 1:
+            raise RuntimeError("executor lost")
+        return real(labels, multi)
+
+    result = MultiTableCommitter(api, flaky, policy()).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
+def test_empty_batch_opens_nothing():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    empty = BatchPlan("t", QID, 3, (), "_cdc_progress", ())
+    assert committer("multi", api).run(empty).outcome is Outcome.EMPTY
+    assert api.calls == []
+
+
+def test_load_failures_prefer_the_terminal_one():
+    reports = [
+        LoadReport("a", failure=LoadFailure("ServerBusyError", "busy", True)),
+        LoadReport("b", failure=LoadFailure("FilteredRowsError", "filtered", False)),
+    ]
+    with pytest.raises(FilteredRowsError, match="table b under label lb"):
+        raise_load_failures(reports, {"a": "la", "b": "lb"})
+
+
+# -- per-table mode ---------------------------------------------------------------------------
+
+
+def test_per_table_happy_path_and_replay():
+    server = FakeStarRocks()
+    result = committer("per-table", ScriptedApi(server)).run(plan())
+    assert result.outcome is Outcome.COMMITTED
+    assert set(result.labels) == {label(0, table=t) for t in (*ROWS, "_cdc_progress")}
+    assert_applied_once(server)
+    again = committer("per-table", ScriptedApi(server)).run(plan())
+    assert again.outcome is Outcome.ALREADY_APPLIED
+
+
+@pytest.mark.parametrize("crash_call", range(8, 16))
+def test_per_table_crash_after_prepare_recommits_without_reloading(crash_call):
+    server = FakeStarRocks()
+    api = ScriptedApi(server, {crash_call: "crash_after"})
+    with pytest.raises(Crash):
+        committer("per-table", api).run(plan())
+    result = committer("per-table", ScriptedApi(server)).run(plan())
+    assert result.outcome in (Outcome.COMMITTED, Outcome.RECOVERED, Outcome.ALREADY_APPLIED)
+    assert_applied_once(server)
+
+
+def test_per_table_rollback_of_a_label_whose_be_context_is_gone_uses_fe_cancel():
+    """Audit finding 8: rollback answers TXN_NOT_EXISTS; the FE cancel API aborts it."""
+    server = FakeStarRocks()
+    api = ScriptedApi(server, {9: "crash_after"})  # after begin of every table + a load
+    with pytest.raises(Crash):
+        committer("per-table", api).run(plan())
+    server.restart()  # BE contexts gone: the PREPARE labels can only be cancelled at the FE
+    api2 = ScriptedApi(server)
+    result = committer("per-table", api2).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert all(server.get_load_state(label(0, table=t)) == LoadState.ABORTED for t in ROWS)
+    assert_applied_once(server)
+
+
+def test_per_table_unclear_begin_is_rolled_back_before_the_next_attempt():
+    """Found by the hypothesis test: a begin whose answer was lost, then an unreachable FE,
+    left that label open (and then blocked the retry as "another writer")."""
+    server = FakeStarRocks()
+    # calls: 3 states + 2 lookahead, begin(order_items) lost, then 4 failing state calls
+    script = {5: "lost_after", 6: "error_before", 7: "error_before", 8: "error_before",
+              9: "error_before"}  # fmt: skip
+    result = committer("per-table", ScriptedApi(server, script)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert server.get_load_state(label(0, table="order_items")) == LoadState.ABORTED
+    assert_applied_once(server)
+
+
+def test_per_table_partly_committed_without_prepare_is_terminal():
+    server = FakeStarRocks()
+    tables = (*sorted(ROWS), "_cdc_progress")
+    for t in tables:
+        server.begin(label(0, table=t), t)
+    server.load(label(0, table="order_items"), "order_items", [1], multi=False)
+    server.commit(label(0, table="order_items"), "order_items")
+    with pytest.raises(SinkTerminalError, match="cannot repair"):
+        committer("per-table", ScriptedApi(server)).run(plan())
+
+
+# -- every crash point x every server answer ------------------------------------------------
+
+SCRIPTS = st.dictionaries(st.integers(0, 40), st.sampled_from(FAULTS), max_size=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mode=st.sampled_from(["multi", "per-table"]),
+    registration=st.sampled_from(["commit", "first_load"]),
+    ok_but_failed=st.integers(0, 2),
+    publish_wait=st.booleans(),
+    slow_abort=st.integers(0, 3),
+    script=SCRIPTS,
+)
+def test_any_faults_any_crashes_apply_the_batch_exactly_once(
+    mode, registration, ok_but_failed, publish_wait, slow_abort, script
+):
+    server = FakeStarRocks(
+        registration=registration,
+        ok_but_failed_commits=ok_but_failed,
+        publish_wait=publish_wait,
+        slow_abort=slow_abort,
+    )
+    api = ScriptedApi(server, script)
+    for _restart in range(30):
+        try:
+            result = committer(mode, api).run(plan())
+            break
+        except Crash:
+            continue  # kill -9: the supervisor restarts the query, Spark replays the batch
+        except SinkTransientError:
+            continue  # the query stopped on an unclear outcome; the restart decides
+        except SinkTerminalError as e:
+            if "times" not in str(e):  # only "gave up after N attempts" may stop it
+                raise
+            continue
+    else:
+        pytest.fail("the batch never completed")
+    assert result.outcome in (Outcome.COMMITTED, Outcome.ALREADY_APPLIED, Outcome.RECOVERED)
+    assert_applied_once(server)
+    if mode == "multi":
+        assert len([lbl for lbl in server.committed_labels if lbl.startswith("t-")]) == 1
+
+
+def test_the_committer_imports_neither_spark_nor_http():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sinks.starrocks.committer, sinks.starrocks.per_table; "
+        "bad = [m for m in ('pyspark', 'requests', 'urllib3', 'pymysql') if m in sys.modules]; "
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("message", "final"),
+    [
+        ("Can not commit CANCELLED transaction 7, label is l", True),
+        ("class x: stream load task l has already been cancelled: timeout", True),
+        ("Transaction 7 is aborting (reason: cancelled by user), label is l", False),
+    ],
+)
+def test_only_a_cancelled_task_is_final_an_aborting_one_is_not(message, final):
+    import json
+
+    from sinks.starrocks.committer import _cancelled
+    from sinks.starrocks.errors import classify
+    from sinks.starrocks.protocol import TxnOp
+
+    err = classify(TxnOp.COMMIT, 200, json.dumps({"Status": "FAILED", "Message": message}))
+    assert _cancelled(err) is final

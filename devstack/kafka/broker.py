@@ -285,7 +285,8 @@ def start_broker(data_dir: Path | str, port: int = 0, timeout: float = 60.0) -> 
 def _format_storage(java: list[str], config: Path, log_path: Path) -> None:
     with log_path.open("ab") as log:
         done = subprocess.run(  # noqa: S603 - fixed argv: our java, our jars
-            [*java, _STORAGE_TOOL, "format", "-t", _cluster_id(), "-c", str(config)],
+            # "=": a base64 id may start with "-", which argparse would read as an option.
+            [*java, _STORAGE_TOOL, "format", f"--cluster-id={_cluster_id()}", "-c", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

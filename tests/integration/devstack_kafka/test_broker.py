@@ -94,3 +94,17 @@ def test_cli_prints_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
     # The broker child is gone too: the data dir's broker no longer answers.
     with pytest.raises(BrokerStartError, match="did not answer"):
         wait_until_ready(bootstrap, 2.0)
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One id in 64 starts with "-"; the storage tool must not read it as an option.
+    import devstack.kafka.broker as broker
+
+    monkeypatch.setattr(broker, "_cluster_id", lambda: "-AbCdEfGhIjKlMnOpQrStU")
+    handle = start_broker(tmp_path / "dash", port=0)
+    try:
+        assert handle.is_running()
+    finally:
+        handle.stop()

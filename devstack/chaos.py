@@ -493,6 +493,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-bad-input", action="store_true")
     p.add_argument("--max-offsets-per-trigger", type=int, default=60)
     p.add_argument("--parallel", type=int, default=1, help="runs at the same time")
+    p.add_argument(
+        "--only",
+        default="",
+        metavar="N[,N...]",
+        help="run only these runs of the schedule (same seeds and faults): reproduce a failure",
+    )
     p.add_argument("--workdir", type=Path, default=Path("var/chaos"))
     p.add_argument("--json", type=Path, help="write the results as JSON here")
     p.add_argument(
@@ -539,8 +545,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
 
     # Runs are independent (own stack, ports, folders); --parallel overlaps their waits.
+    only = {int(n) for n in args.only.split(",") if n.strip()}
+    planned = [(i, f) for i, f in enumerate(schedule, start=1) if not only or i in only]
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        results = list(pool.map(lambda a: one(*a), enumerate(schedule, start=1)))
+        results = list(pool.map(lambda a: one(*a), planned))
     print()
     print(render(results))
     if args.json:

@@ -174,6 +174,7 @@ def catch_up(
     profile_dir: Path | None,
     end_offsets: dict[int, int],
     timeout_s: float = 900,
+    source: str = "kafka",
 ) -> dict[str, Any]:
     """Run the pipeline over the pre-filled topic until caught up; returns the numbers."""
     name = "bench-catchup"
@@ -187,6 +188,7 @@ def catch_up(
             [
                 "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
+                f"source.format={source}",
             ],
         ),
         workdir / "pipeline.log",
@@ -227,6 +229,7 @@ def catch_up(
     started = proc.started_at()
     committed = sum(b[1] for b in batches)
     out: dict[str, Any] = {
+        "source": source,
         "caught_up": caught_up,
         "returncode": proc.returncode(),
         "rows": committed,
@@ -257,13 +260,18 @@ def steady(
     rate_txn_s: float,
     duration_s: float,
     trigger_ms: int,
+    source: str = "kafka",
 ) -> dict[str, Any]:
     """Produce at ``rate_txn_s`` for ``duration_s`` while the pipeline runs; latency + RSS."""
     name = "bench-steady"
     proc = TimedPipeline(
         LOCAL_CONFIG,
         overrides(
-            stack, topic, workdir, name, [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}"]
+            stack,
+            topic,
+            workdir,
+            name,
+            [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}", f"source.format={source}"],
         ),
         workdir / "pipeline.log",
     )
@@ -300,6 +308,7 @@ def steady(
     warm = [lat for ts, lat in pairs if ts >= first_visible]
     produced = producer.produced
     return {
+        "source": source,
         "rate_txn_s": rate_txn_s,
         "rate_rows_s": rate_txn_s * shape.txn_rows,
         "trigger_ms": trigger_ms,

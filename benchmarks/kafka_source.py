@@ -1,8 +1,10 @@
 """Raw confluent-kafka consume rate vs the cdc-kafka Spark source (rows/s), tuples vs Arrow.
 
-    .venv/bin/python benchmarks/kafka_source.py --records 500000 --partitions 4
+    .venv/bin/python -m benchmarks.kafka_source --records 500000 --partitions 4
 
-Starts its own noida-db broker (or uses BROKERS=host:port), produces small records, then:
+Measures the project's Python source only (its ``rowFormat`` option); ``benchmarks.run``
+measures both sources side by side. Starts its own Apache Kafka broker (or uses
+BROKERS=host:port), produces small records, then:
 1. raw: one confluent-kafka consumer reads every partition (the ceiling for one process);
 2. spark: an availableNow query over cdc-kafka into the noop sink, local[2], once with
    rowFormat=arrow and once with rowFormat=tuples. Reported: wall time of the whole query and
@@ -20,30 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
+from benchmarks.broker_consume import raw_rate
 from devstack.kafka import KafkaBroker, create_topic, produce
-
-
-def raw_rate(bootstrap: str, topic: str, partitions: int, total: int) -> float:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "receive.message.max.bytes": 200_000_000,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = 0
-    started = time.perf_counter()
-    while seen < total:
-        for msg in consumer.consume(num_messages=min(10_000, total - seen), timeout=5):
-            if msg.error() is None:
-                seen += 1
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return seen / elapsed
 
 
 def spark_rate(

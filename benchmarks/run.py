@@ -1,17 +1,20 @@
 """``make bench``: the pipeline end to end next to its ceilings, scaling sweeps, latency, memory.
 
     .venv/bin/python -m benchmarks.run [--quick] [--out results/bench] [--skip e2e,sweeps,...]
+        [--sources kafka,cdc-kafka]
 
-Starts its own broker and StarRocks emulator (loopback, fresh data dirs under ``--out``),
-then measures, on the same synthetic CDC data (``benchmarks.workload``):
+Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data dirs under
+``--out``), then measures, on the same synthetic CDC data (``benchmarks.workload``):
 
-1. ceilings: the broker's consume rate (one confluent-kafka consumer), the emulator's ingest
-   (begin -> load -> commit of the same rows, batch-sized transactions), and in one warm
-   local[2] SparkSession: source -> noop, source -> bare ``applyInPandasWithState`` (trivial
-   function), source -> real assembler -> noop, and a pass-through pipeline (source -> decode
-   -> plain Stream Load, no assembly, no exactly-once protocol);
+1. ceilings: the broker's consume rate (one confluent-kafka consumer on the real broker), the
+   emulator's ingest (begin -> load -> commit of the same rows, batch-sized transactions), and
+   in one warm local[2] SparkSession, for each source in ``--sources``: source -> noop,
+   source -> bare ``applyInPandasWithState`` (trivial function), source -> real assembler ->
+   noop, and a pass-through pipeline (source -> decode -> plain Stream Load, no assembly, no
+   exactly-once protocol);
 2. the pipeline in the same session (``app.pipeline.start_query`` + the real sink) and the
-   ratios pipeline / each ceiling;
+   ratios pipeline / each ceiling, per source; with two sources, a side-by-side table (each
+   query kind runs for both sources back to back, so load on the machine hits both alike);
 3. the assembler alone over a parquet file stream: real state machine vs trivial function;
 4. scaling: partitions, transaction size, row size (throughput), trigger interval
    (visibility latency at a steady rate), and state memory with many open transactions;
@@ -19,8 +22,9 @@ then measures, on the same synthetic CDC data (``benchmarks.workload``):
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
    rate, with peak RSS of the JVM, the Python driver and the Python workers.
 
-Writes ``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary.
-Never gates anything: it reports numbers and ratios.
+Parts 3-5 use the first source of ``--sources``. One line per step with the elapsed time and
+an ETA (``benchmarks.progress``). Writes ``report.md``, ``results.json`` and PNG plots to
+``--out`` and prints the summary. Never gates anything: it reports numbers and ratios.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from benchmarks import spark_queries
+from benchmarks.progress import Progress
+from benchmarks.spark_queries import SOURCES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,6 +90,64 @@ QUICK = Sizes(
     open_partitions=4,
 )
 PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
+#: The in-process queries of the ceilings part, in the order they run (each for every source).
+CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
+# Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
+# (benchmarks.progress scales them by how fast the run actually goes).
+STEP_WEIGHTS = {
+    "stack": 15.0,
+    "prefill": 15.0,
+    "broker": 3.0,
+    "emulator": 5.0,
+    "warm-up": 25.0,
+    "source_only": 6.0,
+    "bare_stateful": 8.0,
+    "source_assembler": 10.0,
+    "passthrough": 11.0,
+    "pipeline": 16.0,
+    "assembler": 60.0,
+    "sweeps": 150.0,
+    "latency": 100.0,
+    "state": 40.0,
+    "catchup": 60.0,
+    "steady": 70.0,
+}
+
+
+def plan_steps(skip: set[str], sources: tuple[str, ...]) -> list[tuple[str, float]]:
+    """The steps ``main`` will announce, in order, with their ETA weights."""
+    steps: list[tuple[str, float]] = [("start broker + emulator", STEP_WEIGHTS["stack"])]
+    if "ceilings" not in skip:
+        steps += [
+            ("ceilings: prefill", STEP_WEIGHTS["prefill"]),
+            ("broker consume", STEP_WEIGHTS["broker"]),
+            ("emulator ingest", STEP_WEIGHTS["emulator"]),
+        ]
+        steps += [(f"warm-up ({src})", STEP_WEIGHTS["warm-up"]) for src in sources]
+        steps += [
+            (f"{query} ({src})", STEP_WEIGHTS[query])
+            for query in CEILING_QUERIES
+            for src in sources
+        ]
+    primary = sources[0]
+    for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady"):
+        if part not in skip:
+            label = part if part == "assembler" else f"{part} ({primary})"
+            steps.append((label, STEP_WEIGHTS[part]))
+    return steps
+
+
+def git_commit() -> str:
+    """The checked-out commit (``+dirty`` with local changes), for the report."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def log(msg: str) -> None:
@@ -110,14 +176,23 @@ def other_load() -> list[str]:
 class Bench:
     """Holds the stack, the Spark session and the results while the parts run."""
 
-    def __init__(self, out: Path, sizes: Sizes) -> None:
+    def __init__(self, out: Path, sizes: Sizes, sources: tuple[str, ...] = ("kafka",)) -> None:
+        from benchmarks.progress import Progress
         from devstack.stack import LocalStack
 
         self.out = out
         self.sizes = sizes
+        self.sources = sources
+        #: The source parts 3-5 (sweeps, latency, state, spark-submit) run with.
+        self.source = sources[0]
         self.stack = LocalStack(out / "stack")
         self.results: dict[str, Any] = {}
         self._spark: Any = None
+        self.progress = Progress([], emit=log)
+
+    def step(self, label: str) -> None:
+        """Announce the next planned step (one line, elapsed time, ETA)."""
+        self.progress.step(label)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -175,7 +250,7 @@ class Bench:
         )
         return topic, produced
 
-    def warm_up(self) -> None:
+    def warm_up(self, source: str) -> None:
         """One tiny query through each kind of plan, so every measured query runs warm."""
         from benchmarks import spark_queries as q
         from benchmarks.workload import Shape
@@ -183,11 +258,18 @@ class Bench:
         shape = Shape(2, 10, 100)
         topic, prod = self.prefill(shape, 1000, "warm")
         kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
-        src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, 1000)
+        src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, 1000, source)
         q.measure("warm-bare", q.to_noop(q.trivial_stateful(src), "warm_bare"), **kw)
         q.measure(
             "warm-pipeline",
-            q.pipeline(self.spark, self.stack, topic, 1000, f"warm-{uuid.uuid4().hex[:6]}"),
+            q.pipeline(
+                self.spark,
+                self.stack,
+                topic,
+                1000,
+                f"warm-{uuid.uuid4().hex[:6]}",
+                source=source,
+            ),
             **kw,
         )
 
@@ -195,11 +277,12 @@ class Bench:
 
     def ceilings(self) -> None:
         from benchmarks import spark_queries as q
-        from benchmarks.kafka_source import raw_rate
+        from benchmarks.broker_consume import raw_rate
         from benchmarks.workload import Shape
 
         s = self.sizes
         shape = Shape(4, 10, 100)
+        self.step("ceilings: prefill")
         topic, prod = self.prefill(shape, s.main_rows, "main")
         self.results["main"] = {
             "shape": shape.label(),
@@ -212,63 +295,66 @@ class Bench:
         }
         self.main_topic, self.main_prod, self.main_shape = topic, prod, shape
         rows_per_record = prod.rows / prod.records
-        runs: dict[str, Any] = {}
+        shared: dict[str, Any] = {}
 
-        log("ceiling: broker consume rate (one confluent-kafka consumer)")
+        self.step("broker consume")
         rec_s = raw_rate(self.stack.bootstrap, topic, shape.partitions, prod.records)
-        runs["broker"] = {
+        shared["broker"] = {
             "name": "broker",
             "rows_per_s": rec_s * rows_per_record,
             "records_per_s": rec_s,
             "mb_per_s": rec_s * rows_per_record * prod.row_bytes / prod.rows / 1e6,
         }
 
-        log("ceiling: emulator ingest of the same rows (batch-sized transactions)")
-        runs["emulator"] = emulator_ingest(self, prod, rows_per_record)
+        self.step("emulator ingest")
+        shared["emulator"] = emulator_ingest(self, prod, rows_per_record)
 
-        self.warm_up()
+        for source in self.sources:
+            self.step(f"warm-up ({source})")
+            self.warm_up(source)
         kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
 
-        def src() -> Any:
-            return q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
-
-        plans = [
-            ("source_only", lambda: q.to_noop(src(), "b_source")),
-            ("bare_stateful", lambda: q.to_noop(q.trivial_stateful(src()), "b_bare")),
-            ("source_assembler", lambda: q.to_noop(q.real_assembler(src()), "b_asm")),
-            (
-                "passthrough",
-                lambda: q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt"),
-            ),
-            (
-                "pipeline",
-                lambda: q.pipeline(
-                    self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
-                ),
-            ),
-        ]
-        for name, plan in plans:
-            log(f"in-process: {name}")
-            if name in ("passthrough", "pipeline"):
-                self.truncate()
-            run = q.measure(name, plan(), **kw)
-            runs[name] = run.as_dict()
-            log(
-                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s; "
-                f"wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+        def plan(name: str, source: str) -> Any:
+            src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets, source)
+            tag = source.replace("-", "_")
+            if name == "source_only":
+                return q.to_noop(src, f"b_source_{tag}")
+            if name == "bare_stateful":
+                return q.to_noop(q.trivial_stateful(src), f"b_bare_{tag}")
+            if name == "source_assembler":
+                return q.to_noop(q.real_assembler(src), f"b_asm_{tag}")
+            if name == "passthrough":
+                return q.passthrough(
+                    self.spark, self.stack, topic, s.max_offsets, f"b_pt_{tag}", source
+                )
+            return q.pipeline(
+                self.spark,
+                self.stack,
+                topic,
+                s.max_offsets,
+                f"bench-{uuid.uuid4().hex[:6]}",
+                source=source,
             )
-        pipe = runs["pipeline"]
-        ratios = {
-            k: pipe["rows_per_s"] / v["rows_per_s"]
-            for k, v in runs.items()
-            if k != "pipeline" and v.get("rows_per_s")
-        }
-        ratios_cpu = {
-            k: pipe["rows_per_cpu_s"] / v["rows_per_cpu_s"]
-            for k, v in runs.items()
-            if k != "pipeline" and v.get("rows_per_cpu_s")
-        }
-        self.results["ceilings"] = {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
+
+        by_source: dict[str, dict[str, Any]] = {src: dict(shared) for src in self.sources}
+        # Each query kind for every source back to back: a burst of other load on the machine
+        # then hits both sources' numbers alike, which keeps the side-by-side comparison fair.
+        for name in CEILING_QUERIES:
+            for source in self.sources:
+                self.step(f"{name} ({source})")
+                if name in ("passthrough", "pipeline"):
+                    self.truncate()
+                run = q.measure(name, plan(name, source), **kw)
+                by_source[source][name] = {**run.as_dict(), "source": source}
+                log(
+                    f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s;"
+                    f" wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+                )
+        per_source = {src: ceiling_ratios(runs) for src, runs in by_source.items()}
+        for src, res in per_source.items():
+            res["source"] = src
+        self.results["ceilings"] = per_source[self.source]
+        self.results["ceilings_by_source"] = per_source
 
     # -- 3: the assembler alone ------------------------------------------------------------------
 
@@ -276,6 +362,7 @@ class Bench:
         from benchmarks import assembler_spark
         from benchmarks.workload import Shape
 
+        self.step("assembler")
         log("assembler alone (parquet feed): real state machine vs trivial function")
         res = assembler_spark.run(
             self.spark,
@@ -302,6 +389,7 @@ class Bench:
             "txn_rows": [Shape(4, 1, 100), Shape(4, 10, 100), Shape(4, 1000, 100)],
             "row_bytes": [Shape(4, 10, 100), Shape(4, 10, 1000)],
         }
+        self.step(f"sweeps ({self.source})")
         done: dict[Shape, dict[str, Any]] = {}
         out: dict[str, list[dict[str, Any]]] = {}
         for axis, shapes in points.items():
@@ -314,7 +402,9 @@ class Bench:
                         rows = shape.partitions * shape.txn_rows * 2
                     topic, prod = self.prefill(shape, rows, "sweep")
                     kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
-                    src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+                    src = q.kafka_stream(
+                        self.spark, self.stack.bootstrap, topic, s.max_offsets, self.source
+                    )
                     bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
                     self.truncate()
                     pipe = q.measure(
@@ -325,6 +415,7 @@ class Bench:
                             topic,
                             s.max_offsets,
                             f"sweep-{uuid.uuid4().hex[:6]}",
+                            source=self.source,
                         ),
                         **kw,
                     )
@@ -354,13 +445,15 @@ class Bench:
         s = self.sizes
         shape = Shape(4, 10, 100)
         out = []
+        self.step(f"latency ({self.source})")
         for trigger_ms in (250, 1000, 5000):
             topic = self.topic(shape, "lat")
             name = f"lat{trigger_ms}-{uuid.uuid4().hex[:4]}"
             ckpt = self.out / "work" / name
             query = q.start_pipeline_streaming(
-                self.spark, self.stack, topic, str(ckpt), name, trigger_ms, s.max_offsets
-            )
+                self.spark, self.stack, topic, str(ckpt), name, trigger_ms, s.max_offsets,
+                self.source,
+            )  # fmt: skip
             sampler = VisibilitySampler(self.stack.connect, name, topic)
             producer = SteadyProducer(self.stack.bootstrap, topic, shape, s.trigger_rate)
             try:
@@ -414,11 +507,12 @@ class Bench:
 
         s = self.sizes
         out = []
+        self.step(f"state ({self.source})")
         for open_rows in s.open_rows:
             shape = Shape(s.open_partitions, open_rows, 100)
             topic, prod = self.prefill(shape, 0, "open", close=False)
             df = q.real_assembler(
-                q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+                q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets, self.source)
             )
             rss = RssSampler([os.getpid()], only_roles=("jvm", "python-worker"))
             rss.start()
@@ -467,6 +561,7 @@ class Bench:
         from devstack.stack import topic_end_offsets
 
         s = self.sizes
+        self.step(f"catchup ({self.source})")
         self.truncate()
         log("spark-submit: catch-up on the pre-filled topic" + (" (py-spy)" if profile else ""))
         workdir = self.out / "work" / "catchup"
@@ -476,7 +571,7 @@ class Bench:
         ends = topic_end_offsets(self.stack.bootstrap, topic, shape.partitions)
         res = e2e.catch_up(
             self.stack, topic, workdir, prod.rows, prod.row_bytes // max(1, prod.rows),
-            s.max_offsets, prof_dir, ends,
+            s.max_offsets, prof_dir, ends, source=self.source,
         )  # fmt: skip
         if prof_dir is not None:
             from benchmarks.profile import summarize
@@ -496,18 +591,36 @@ class Bench:
         from benchmarks.workload import Shape
 
         s = self.sizes
+        self.step(f"steady ({self.source})")
         log("spark-submit: steady rate, visibility latency")
         shape = Shape(4, 10, 100)
         topic = self.topic(shape, "steady")
         res = e2e.steady(
-            self.stack, topic, self.out / "work" / "steady", shape, s.steady_rate, s.steady_s, 1000
-        )
+            self.stack, topic, self.out / "work" / "steady", shape, s.steady_rate, s.steady_s,
+            1000, source=self.source,
+        )  # fmt: skip
         self.results["e2e_steady"] = res
         lat = res["latency"]
         log(
             f"  {res['rate_rows_s']:.0f} rows/s offered, trigger 1 s: p50 {lat.get('p50', 0):.0f} "
             f"p95 {lat.get('p95', 0):.0f} p99 {lat.get('p99', 0):.0f} ms"
         )
+
+
+def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
+    """``{"runs", "ratios", "ratios_cpu"}``: the pipeline's rate over each other run's."""
+    pipe = runs.get("pipeline") or {}
+    ratios = {
+        k: pipe["rows_per_s"] / v["rows_per_s"]
+        for k, v in runs.items()
+        if k != "pipeline" and v.get("rows_per_s") and pipe.get("rows_per_s")
+    }
+    ratios_cpu = {
+        k: pipe["rows_per_cpu_s"] / v["rows_per_cpu_s"]
+        for k, v in runs.items()
+        if k != "pipeline" and v.get("rows_per_cpu_s") and pipe.get("rows_per_cpu_s")
+    }
+    return {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
 
 
 def emulator_ingest(bench: Bench, prod: Any, rows_per_record: float) -> dict[str, Any]:
@@ -576,7 +689,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help=f"comma-separated parts to skip: {','.join(PARTS)}")
     p.add_argument("--steady-rate", type=float, help="txn/s (10 rows each) of the steady run")
     p.add_argument("--steady-s", type=float, help="seconds of steady state measured")
+    p.add_argument(
+        "--sources",
+        default=",".join(SOURCES),
+        help="comma-separated source.format values for the ceilings and the pipeline "
+        f"({','.join(SOURCES)}); the first one also runs parts 3-5",
+    )
     a = p.parse_args(argv)
+    sources = tuple(x.strip() for x in a.sources.split(",") if x.strip())
+    if not sources or set(sources) - set(SOURCES):
+        p.error(f"--sources {a.sources!r}: choose from {SOURCES}")
     skip = {x.strip() for x in a.skip.split(",") if x.strip()}
     unknown = skip - set(PARTS)
     if unknown:
@@ -597,11 +719,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
 
-    from benchmarks import spark_queries
-
     (out / "work" / "checkpoints").mkdir(parents=True)
     spark_queries.CHECKPOINT_ROOT = str(out / "work" / "checkpoints")
-    bench = Bench(out, sizes)
+    bench = Bench(out, sizes, sources)
     env = {
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -609,6 +729,10 @@ def main(argv: list[str] | None = None) -> int:
         "other_load_start": other_load(),
         "quick": a.quick,
         "sizes": sizes.__dict__,
+        "sources": list(sources),
+        "skip": sorted(skip),
+        "commit": git_commit(),
+        "argv": sys.argv[1:] if argv is None else argv,
     }
     bench.results["env"] = env
     started = time.monotonic()
@@ -621,7 +745,9 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample_load, daemon=True).start()
     log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
+    bench.progress = Progress(plan_steps(skip, sources), emit=log)
     try:
+        bench.step("start broker + emulator")
         bench.stack.start()
         bench.ddl()
         steps = [
@@ -645,10 +771,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 step()
             except Exception as e:  # one broken part must not lose the others' numbers
+                bench.progress.finish()
                 log(f"PART {part} FAILED: {type(e).__name__}: {e}")
                 traceback.print_exc()
                 errors[part] = f"{type(e).__name__}: {str(e)[:500]}"
     finally:
+        bench.progress.finish()
         stop_load.set()
         bench.stop_spark()
         bench.stack.stop()

@@ -3,7 +3,7 @@
 Every query here runs in the same warm local[2] session on the same data, so the ratios
 pipeline / ceiling compare like with like:
 
-* ``source_only``: cdc-kafka source -> noop sink;
+* ``source_only``: Kafka source -> noop sink;
 * ``bare_stateful``: source -> ``applyInPandasWithState`` with a trivial function -> noop;
 * ``source_assembler``: source -> the real assembler (``app.assembly``) -> noop;
 * ``passthrough``: source -> decode -> plain Stream Load per batch (no assembly, no
@@ -14,6 +14,10 @@ pipeline / ceiling compare like with like:
   assembler or the trivial function (the assembler alone, issue 2).
 
 Rates count committed DATA rows: records/s times the data set's rows-per-record.
+
+Every query that reads Kafka takes the source as a parameter (``SOURCES``): ``kafka`` is
+Spark's own connector (``spark-sql-kafka-0-10``, jars from ``devstack.jars``), ``cdc-kafka``
+the project's Python data source, so both can be measured side by side in one session.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
     from devstack.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: ``source.format`` values measured: Spark's Kafka connector first (the default), then the
+#: project's Python source.
+SOURCES = ("kafka", "cdc-kafka")
 #: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
 CHECKPOINT_ROOT: str | None = None
 
@@ -50,6 +57,7 @@ CHECKPOINT_ROOT: str | None = None
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
     from app.session import BASE_CONF
+    from devstack.jars import spark_jars_conf
 
     conf = dict(BASE_CONF)
     conf.update(
@@ -60,6 +68,8 @@ def spark_conf() -> dict[str, str]:
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
+            # Spark's Kafka connector, resolved by `make setup` (jvm/spark-kafka/pom.xml).
+            "spark.jars": spark_jars_conf(),
         }
     )
     return conf
@@ -250,10 +260,20 @@ def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, st
     }
 
 
-def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
+def kafka_stream(
+    spark: SparkSession, bootstrap: str, topic: str, max_offsets: int, source: str = "kafka"
+) -> DataFrame:
+    """The topic as a streaming DataFrame through ``source`` (a ``source.format`` value)."""
     from app.sources import read_kafka_stream
 
-    return read_kafka_stream(spark, source_options(bootstrap, topic, max_offsets))
+    if source not in SOURCES:
+        msg = f"unknown source {source!r}; expected one of {SOURCES}"
+        raise ValueError(msg)
+    return read_kafka_stream(
+        spark,
+        source_options(bootstrap, topic, max_offsets),
+        use_official_connector=source == "kafka",
+    )
 
 
 # -- trivial stateful function -----------------------------------------------------------------
@@ -389,7 +409,12 @@ class DecodeAndLoad:
 
 
 def passthrough(
-    spark: SparkSession, stack: LocalStack, topic: str, max_offsets: int, name: str
+    spark: SparkSession,
+    stack: LocalStack,
+    topic: str,
+    max_offsets: int,
+    name: str,
+    source: str = "kafka",
 ) -> Callable[[str], StreamingQuery]:
     assert stack.emulator is not None
     emu = stack.emulator
@@ -400,7 +425,7 @@ def passthrough(
 
     def start(checkpoint: str) -> StreamingQuery:
         return (
-            kafka_stream(spark, stack.bootstrap, topic, max_offsets)
+            kafka_stream(spark, stack.bootstrap, topic, max_offsets, source)
             .writeStream.queryName(name)
             .foreachBatch(write)
             .option("checkpointLocation", checkpoint)
@@ -437,6 +462,7 @@ def pipeline(
     max_offsets: int,
     name: str,
     extra: list[str] | None = None,
+    source: str = "kafka",
 ) -> Callable[[str], StreamingQuery]:
     """``app.pipeline.start_query`` as ``app/main.py`` wires it (trigger interval 0)."""
     from app.pipeline import ProgressReporter, query_id_of, start_query
@@ -451,6 +477,7 @@ def pipeline(
             [
                 "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
+                f"source.format={source}",
                 *(extra or []),
             ],
         )
@@ -470,6 +497,7 @@ def start_pipeline_streaming(
     name: str,
     trigger_ms: int,
     max_offsets: int,
+    source: str = "kafka",
 ) -> StreamingQuery:
     """The pipeline with a processing-time trigger (for the latency runs)."""
     from app.pipeline import ProgressReporter, query_id_of, start_query
@@ -483,6 +511,7 @@ def start_pipeline_streaming(
         [
             f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}",
             f"source.max-offsets-per-trigger={max_offsets}",
+            f"source.format={source}",
         ],
     )
     sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))

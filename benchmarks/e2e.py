@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.procstat import RssSampler, classify, cmdline, descendants
+from benchmarks.procstat import RssSampler, classify, descendants
 from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, VisibilitySampler
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
@@ -156,14 +156,6 @@ def daemon_pid(root: int) -> int | None:
     return pids[0] if pids else None
 
 
-def source_runner_pid(root: int) -> int | None:
-    """The cdc-kafka source's planner process (``python_streaming_source_runner``)."""
-    for pid in descendants(root):
-        if "python_streaming_source_runner" in cmdline(pid):
-            return pid
-    return None
-
-
 def catch_up(
     stack: LocalStack,
     topic: str,
@@ -174,7 +166,6 @@ def catch_up(
     profile_dir: Path | None,
     end_offsets: dict[int, int],
     timeout_s: float = 900,
-    source: str = "kafka",
 ) -> dict[str, Any]:
     """Run the pipeline over the pre-filled topic until caught up; returns the numbers."""
     name = "bench-catchup"
@@ -188,7 +179,6 @@ def catch_up(
             [
                 "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
-                f"source.format={source}",
             ],
         ),
         workdir / "pipeline.log",
@@ -210,9 +200,6 @@ def catch_up(
                 if daemon is not None and driver is not None:
                     profiler.attach("workers", daemon, subprocesses=True)
                     profiler.attach("driver", driver, subprocesses=False)
-                    runner = source_runner_pid(proc.pid)
-                    if runner is not None:
-                        profiler.attach("source-planner", runner, subprocesses=False)
                     break
                 time.sleep(0.1)
         conn = stack.connect()
@@ -229,7 +216,6 @@ def catch_up(
     started = proc.started_at()
     committed = sum(b[1] for b in batches)
     out: dict[str, Any] = {
-        "source": source,
         "caught_up": caught_up,
         "returncode": proc.returncode(),
         "rows": committed,
@@ -260,18 +246,13 @@ def steady(
     rate_txn_s: float,
     duration_s: float,
     trigger_ms: int,
-    source: str = "kafka",
 ) -> dict[str, Any]:
     """Produce at ``rate_txn_s`` for ``duration_s`` while the pipeline runs; latency + RSS."""
     name = "bench-steady"
     proc = TimedPipeline(
         LOCAL_CONFIG,
         overrides(
-            stack,
-            topic,
-            workdir,
-            name,
-            [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}", f"source.format={source}"],
+            stack, topic, workdir, name, [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}"]
         ),
         workdir / "pipeline.log",
     )
@@ -308,7 +289,6 @@ def steady(
     warm = [lat for ts, lat in pairs if ts >= first_visible]
     produced = producer.produced
     return {
-        "source": source,
         "rate_txn_s": rate_txn_s,
         "rate_rows_s": rate_txn_s * shape.txn_rows,
         "trigger_ms": trigger_ms,

@@ -9,57 +9,13 @@ from typing import Any
 CEILING_ORDER = (
     ("broker", "Broker consume (1 confluent-kafka consumer, no Spark)"),
     ("emulator", "Emulator ingest alone (same rows, batch-sized multi-table txns)"),
-    ("source_only", "Spark: source -> noop"),
+    ("source_only", "Spark: Kafka source (Spark's connector) -> noop"),
     ("bare_stateful", "Spark: source -> bare applyInPandasWithState (trivial fn) -> noop"),
     ("source_assembler", "Spark: source -> real assembler -> noop"),
     ("passthrough", "Spark: source -> decode -> plain Stream Load (no assembly, no EO)"),
     ("pipeline", "**Pipeline**: source -> assembler -> exactly-once StarRocks sink"),
 )
 TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}
-SOURCE_TITLES = {"kafka": "JVM source (`kafka`)", "cdc-kafka": "old Python source (`cdc-kafka`)"}
-# Rows of the side-by-side table: (label, run key, ratio key or None for rows/s).
-SIDE_BY_SIDE = (
-    ("broker consume rows/s (same broker, no Spark)", "broker", None),
-    ("emulator ingest rows/s (no Spark)", "emulator", None),
-    ("source -> noop rows/s", "source_only", None),
-    ("source -> bare applyInPandasWithState -> noop rows/s", "bare_stateful", None),
-    ("source -> assembler -> noop rows/s", "source_assembler", None),
-    ("pass-through (decode -> plain Stream Load) rows/s", "passthrough", None),
-    ("**pipeline** rows/s", "pipeline", None),
-    ("pipeline ÷ bare applyInPandasWithState (target >= 0.7)", "bare_stateful", "ratio"),
-    ("pipeline ÷ pass-through (target >= 0.85)", "passthrough", "ratio"),
-    ("pipeline ÷ source -> assembler -> noop", "source_assembler", "ratio"),
-    ("pipeline ÷ source -> noop", "source_only", "ratio"),
-    ("pipeline rows per CPU-s", "pipeline", "cpu"),
-)
-
-
-def side_by_side(by_source: dict[str, Any]) -> list[str]:
-    """Markdown rows comparing the sources (first column = first source measured)."""
-    sources = list(by_source)
-    head = "| | " + " | ".join(SOURCE_TITLES.get(s, s) for s in sources)
-    if len(sources) == 2:
-        head += f" | {sources[0]} ÷ {sources[1]}"
-    md = [head + " |", "| --- |" + " ---: |" * (len(sources) + (len(sources) == 2))]
-    for label, key, kind in SIDE_BY_SIDE:
-        vals: list[float | None] = []
-        for src in sources:
-            res = by_source[src]
-            if kind == "ratio":
-                vals.append(res.get("ratios", {}).get(key))
-            elif kind == "cpu":
-                vals.append(res.get("runs", {}).get(key, {}).get("rows_per_cpu_s"))
-            else:
-                vals.append(res.get("runs", {}).get(key, {}).get("rows_per_s"))
-        if all(v is None for v in vals):
-            continue
-        fmt = ".2f" if kind == "ratio" else ",.0f"
-        cells = [_f(v, fmt) for v in vals]
-        if len(sources) == 2:
-            a, b = vals
-            cells.append(_f(a / b, ".2f") if a and b else "-")
-        md.append(f"| {label} | " + " | ".join(cells) + " |")
-    return md
 
 
 def _f(x: Any, fmt: str = ",.0f") -> str:
@@ -82,26 +38,18 @@ def plots(res: dict[str, Any], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     made: list[str] = []
-    by_source = res.get("ceilings_by_source") or {}
-    if not by_source and res.get("ceilings", {}).get("runs"):
-        by_source = {res["ceilings"].get("source", "source"): res["ceilings"]}
-    if by_source:
-        fig, ax = plt.subplots(figsize=(8, 4 + len(by_source)))
-        height = 0.8 / len(by_source)
-        names = [k for k, _ in CEILING_ORDER]
-        for j, (source, one) in enumerate(by_source.items()):
-            runs = one["runs"]
-            ys = [i + j * height for i, k in enumerate(names) if runs.get(k, {}).get("rows_per_s")]
-            vals = [runs[k]["rows_per_s"] for k in names if runs.get(k, {}).get("rows_per_s")]
-            ax.barh(ys, vals, height=height, label=source)
-            for y, v in zip(ys, vals, strict=True):
-                ax.text(v, y, f" {v:,.0f}", va="center", fontsize=7)
-        ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))], names)
-        ax.invert_yaxis()
+    ceil = res.get("ceilings", {}).get("runs", {})
+    if ceil:
+        names = [k for k, _ in CEILING_ORDER if ceil.get(k, {}).get("rows_per_s")]
+        vals = [ceil[k]["rows_per_s"] for k in names]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        colors = ["#c44" if k == "pipeline" else "#59a" for k in names]
+        ax.barh(names, vals, color=colors)
         ax.set_xscale("log")
         ax.set_xlabel("committed rows/s (log)")
-        ax.set_title("Pipeline vs ceilings (same data), per source")
-        ax.legend()
+        ax.set_title("Pipeline vs ceilings (same data)")
+        for i, v in enumerate(vals):
+            ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
         fig.tight_layout()
         fig.savefig(out / "ceilings.png", dpi=110)
         plt.close(fig)
@@ -199,7 +147,6 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
     summary: list[str] = []
     main = res.get("main")
     ceil = res.get("ceilings")
-    by_source = res.get("ceilings_by_source") or {}
     if main and ceil:
         md += [
             "## 1. Pipeline vs ceilings (same data, warm local[2] session)",
@@ -210,53 +157,36 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             "micro-batch time (query start excluded); MB/s counts row JSON.",
             "",
         ]
-        if len(by_source) > 1:
-            md += [
-                "### Sources side by side",
-                "",
-                "Both sources read the same topic of the same Apache Kafka broker in the same "
-                "SparkSession; each query kind ran for both sources back to back "
-                f"(commit {env.get('commit', '?')}).",
-                "",
-                *side_by_side(by_source),
-                "",
-            ]
-        for source, one in (by_source or {ceil.get("source", ""): ceil}).items():
-            if len(by_source) > 1:
-                md += [f"### Every run, {SOURCE_TITLES.get(source, source)}", ""]
-            md += [
-                "| run | rows/s | MB/s | rows per CPU-s | batches | wall s | pipeline / this |",
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-            ]
-            for key, title in CEILING_ORDER:
-                r = one["runs"].get(key)
-                if not r:
-                    continue
-                ratio = one["ratios"].get(key)
-                md.append(
-                    f"| {title} | {_f(r.get('rows_per_s'))} | {_f(r.get('mb_per_s'), '.2f')} | "
-                    f"{_f(r.get('rows_per_cpu_s'))} | "
-                    f"{r.get('batches', r.get('transactions', '-'))} | "
-                    f"{_f(r.get('wall_s'), '.1f')} | {_f(ratio, '.2f') if ratio else '-'} |"
-                )
-            md.append("")
+        md += [
+            "| run | rows/s | MB/s | rows per CPU-s | batches | wall s | pipeline / this |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for key, title in CEILING_ORDER:
+            r = ceil["runs"].get(key)
+            if not r:
+                continue
+            ratio = ceil["ratios"].get(key)
+            md.append(
+                f"| {title} | {_f(r.get('rows_per_s'))} | {_f(r.get('mb_per_s'), '.2f')} | "
+                f"{_f(r.get('rows_per_cpu_s'))} | "
+                f"{r.get('batches', r.get('transactions', '-'))} | "
+                f"{_f(r.get('wall_s'), '.1f')} | {_f(ratio, '.2f') if ratio else '-'} |"
+            )
+        md.append("")
         md += ["Targets: pipeline >= 0.7 x bare stateful, >= 0.85 x pass-through.", ""]
         if "ceilings.png" in images:
             md += [f"![ceilings]({image_prefix}ceilings.png)", ""]
-        for source, one in (by_source or {ceil.get("source", ""): ceil}).items():
-            summary.append(
-                f"source {source or '?'}: pipeline / ceiling (rows/s; per CPU-second in brackets):"
-            )
-            for key, _ in CEILING_ORDER:
-                if key in one["ratios"]:
-                    target = TARGETS.get(key)
-                    summary.append(
-                        f"  / {key:<17} {one['ratios'][key]:6.2f}  "
-                        f"({_f(one['ratios_cpu'].get(key), '.2f')})"
-                        + (f"   target >= {target}" if target else "")
-                    )
-            pipe = one["runs"].get("pipeline", {})
-            summary.append(f"  pipeline: {_f(pipe.get('rows_per_s'))} rows/s in process")
+        summary.append("pipeline / ceiling (rows/s; per CPU-second in brackets):")
+        for key, _ in CEILING_ORDER:
+            if key in ceil["ratios"]:
+                target = TARGETS.get(key)
+                summary.append(
+                    f"  / {key:<17} {ceil['ratios'][key]:6.2f}  "
+                    f"({_f(ceil['ratios_cpu'].get(key), '.2f')})"
+                    + (f"   target >= {target}" if target else "")
+                )
+        pipe = ceil["runs"].get("pipeline", {})
+        summary.append(f"  pipeline: {_f(pipe.get('rows_per_s'))} rows/s in process")
     asm = res.get("assembler")
     if asm:
         md += [
@@ -440,10 +370,10 @@ def _memory_table(title: str, mem: dict[str, float]) -> list[str]:
     return [
         f"Peak RSS ({title}):",
         "",
-        "| JVM (driver + executors) | Python driver | cdc-kafka source planner | Python workers "
-        "(sum) | largest worker | workers |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {_mb(mem, 'jvm')} MB | {_mb(mem, 'python-driver')} MB | {_mb(mem, 'python-source')} MB "
+        "| JVM (driver + executors) | Python driver | Python workers (sum) | largest worker "
+        "| workers |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+        f"| {_mb(mem, 'jvm')} MB | {_mb(mem, 'python-driver')} MB "
         f"| {_mb(mem, 'python-worker')} MB | {_mb(mem, 'python-worker-max')} MB | "
         f"{_f(mem.get('python-workers'))} |",
         "",

@@ -1,20 +1,18 @@
 """``make bench``: the pipeline end to end next to its ceilings, scaling sweeps, latency, memory.
 
     .venv/bin/python -m benchmarks.run [--quick] [--out results/bench] [--skip e2e,sweeps,...]
-        [--sources kafka,cdc-kafka]
 
 Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data dirs under
 ``--out``), then measures, on the same synthetic CDC data (``benchmarks.workload``):
 
 1. ceilings: the broker's consume rate (one confluent-kafka consumer on the real broker), the
    emulator's ingest (begin -> load -> commit of the same rows, batch-sized transactions), and
-   in one warm local[2] SparkSession, for each source in ``--sources``: source -> noop,
+   in one warm local[2] SparkSession reading through Spark's Kafka connector: source -> noop,
    source -> bare ``applyInPandasWithState`` (trivial function), source -> real assembler ->
    noop, and a pass-through pipeline (source -> decode -> plain Stream Load, no assembly, no
    exactly-once protocol);
 2. the pipeline in the same session (``app.pipeline.start_query`` + the real sink) and the
-   ratios pipeline / each ceiling, per source; with two sources, a side-by-side table (each
-   query kind runs for both sources back to back, so load on the machine hits both alike);
+   ratios pipeline / each ceiling;
 3. the assembler alone over a parquet file stream: real state machine vs trivial function;
 4. scaling: partitions, transaction size, row size (throughput), trigger interval
    (visibility latency at a steady rate), and state memory with many open transactions;
@@ -22,9 +20,9 @@ Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data 
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
    rate, with peak RSS of the JVM, the Python driver and the Python workers.
 
-Parts 3-5 use the first source of ``--sources``. One line per step with the elapsed time and
-an ETA (``benchmarks.progress``). Writes ``report.md``, ``results.json`` and PNG plots to
-``--out`` and prints the summary. Never gates anything: it reports numbers and ratios.
+One line per step with the elapsed time and an ETA (``benchmarks.progress``). Writes
+``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary. Never gates
+anything: it reports numbers and ratios.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ from typing import Any
 
 from benchmarks import spark_queries
 from benchmarks.progress import Progress
-from benchmarks.spark_queries import SOURCES
+from benchmarks.spark_queries import SOURCE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,7 +88,7 @@ QUICK = Sizes(
     open_partitions=4,
 )
 PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
-#: The in-process queries of the ceilings part, in the order they run (each for every source).
+#: The in-process queries of the ceilings part, in the order they run.
 CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
 # Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
 # (benchmarks.progress scales them by how fast the run actually goes).
@@ -114,7 +112,7 @@ STEP_WEIGHTS = {
 }
 
 
-def plan_steps(skip: set[str], sources: tuple[str, ...]) -> list[tuple[str, float]]:
+def plan_steps(skip: set[str]) -> list[tuple[str, float]]:
     """The steps ``main`` will announce, in order, with their ETA weights."""
     steps: list[tuple[str, float]] = [("start broker + emulator", STEP_WEIGHTS["stack"])]
     if "ceilings" not in skip:
@@ -123,16 +121,11 @@ def plan_steps(skip: set[str], sources: tuple[str, ...]) -> list[tuple[str, floa
             ("broker consume", STEP_WEIGHTS["broker"]),
             ("emulator ingest", STEP_WEIGHTS["emulator"]),
         ]
-        steps += [(f"warm-up ({src})", STEP_WEIGHTS["warm-up"]) for src in sources]
-        steps += [
-            (f"{query} ({src})", STEP_WEIGHTS[query])
-            for query in CEILING_QUERIES
-            for src in sources
-        ]
-    primary = sources[0]
+        steps.append((f"warm-up ({SOURCE})", STEP_WEIGHTS["warm-up"]))
+        steps += [(f"{query} ({SOURCE})", STEP_WEIGHTS[query]) for query in CEILING_QUERIES]
     for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady"):
         if part not in skip:
-            label = part if part == "assembler" else f"{part} ({primary})"
+            label = part if part == "assembler" else f"{part} ({SOURCE})"
             steps.append((label, STEP_WEIGHTS[part]))
     return steps
 
@@ -176,15 +169,12 @@ def other_load() -> list[str]:
 class Bench:
     """Holds the stack, the Spark session and the results while the parts run."""
 
-    def __init__(self, out: Path, sizes: Sizes, sources: tuple[str, ...] = ("kafka",)) -> None:
+    def __init__(self, out: Path, sizes: Sizes) -> None:
         from benchmarks.progress import Progress
         from devstack.stack import LocalStack
 
         self.out = out
         self.sizes = sizes
-        self.sources = sources
-        #: The source parts 3-5 (sweeps, latency, state, spark-submit) run with.
-        self.source = sources[0]
         self.stack = LocalStack(out / "stack")
         self.results: dict[str, Any] = {}
         self._spark: Any = None
@@ -250,7 +240,7 @@ class Bench:
         )
         return topic, produced
 
-    def warm_up(self, source: str) -> None:
+    def warm_up(self) -> None:
         """One tiny query through each kind of plan, so every measured query runs warm."""
         from benchmarks import spark_queries as q
         from benchmarks.workload import Shape
@@ -258,18 +248,11 @@ class Bench:
         shape = Shape(2, 10, 100)
         topic, prod = self.prefill(shape, 1000, "warm")
         kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
-        src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, 1000, source)
+        src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, 1000)
         q.measure("warm-bare", q.to_noop(q.trivial_stateful(src), "warm_bare"), **kw)
         q.measure(
             "warm-pipeline",
-            q.pipeline(
-                self.spark,
-                self.stack,
-                topic,
-                1000,
-                f"warm-{uuid.uuid4().hex[:6]}",
-                source=source,
-            ),
+            q.pipeline(self.spark, self.stack, topic, 1000, f"warm-{uuid.uuid4().hex[:6]}"),
             **kw,
         )
 
@@ -309,52 +292,36 @@ class Bench:
         self.step("emulator ingest")
         shared["emulator"] = emulator_ingest(self, prod, rows_per_record)
 
-        for source in self.sources:
-            self.step(f"warm-up ({source})")
-            self.warm_up(source)
+        self.step(f"warm-up ({SOURCE})")
+        self.warm_up()
         kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
 
-        def plan(name: str, source: str) -> Any:
-            src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets, source)
-            tag = source.replace("-", "_")
+        def plan(name: str) -> Any:
+            src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
             if name == "source_only":
-                return q.to_noop(src, f"b_source_{tag}")
+                return q.to_noop(src, "b_source")
             if name == "bare_stateful":
-                return q.to_noop(q.trivial_stateful(src), f"b_bare_{tag}")
+                return q.to_noop(q.trivial_stateful(src), "b_bare")
             if name == "source_assembler":
-                return q.to_noop(q.real_assembler(src), f"b_asm_{tag}")
+                return q.to_noop(q.real_assembler(src), "b_asm")
             if name == "passthrough":
-                return q.passthrough(
-                    self.spark, self.stack, topic, s.max_offsets, f"b_pt_{tag}", source
-                )
+                return q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt")
             return q.pipeline(
-                self.spark,
-                self.stack,
-                topic,
-                s.max_offsets,
-                f"bench-{uuid.uuid4().hex[:6]}",
-                source=source,
+                self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
             )
 
-        by_source: dict[str, dict[str, Any]] = {src: dict(shared) for src in self.sources}
-        # Each query kind for every source back to back: a burst of other load on the machine
-        # then hits both sources' numbers alike, which keeps the side-by-side comparison fair.
+        runs = dict(shared)
         for name in CEILING_QUERIES:
-            for source in self.sources:
-                self.step(f"{name} ({source})")
-                if name in ("passthrough", "pipeline"):
-                    self.truncate()
-                run = q.measure(name, plan(name, source), **kw)
-                by_source[source][name] = {**run.as_dict(), "source": source}
-                log(
-                    f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s;"
-                    f" wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
-                )
-        per_source = {src: ceiling_ratios(runs) for src, runs in by_source.items()}
-        for src, res in per_source.items():
-            res["source"] = src
-        self.results["ceilings"] = per_source[self.source]
-        self.results["ceilings_by_source"] = per_source
+            self.step(f"{name} ({SOURCE})")
+            if name in ("passthrough", "pipeline"):
+                self.truncate()
+            run = q.measure(name, plan(name), **kw)
+            runs[name] = run.as_dict()
+            log(
+                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s;"
+                f" wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+            )
+        self.results["ceilings"] = {**ceiling_ratios(runs), "source": SOURCE}
 
     # -- 3: the assembler alone ------------------------------------------------------------------
 
@@ -389,7 +356,7 @@ class Bench:
             "txn_rows": [Shape(4, 1, 100), Shape(4, 10, 100), Shape(4, 1000, 100)],
             "row_bytes": [Shape(4, 10, 100), Shape(4, 10, 1000)],
         }
-        self.step(f"sweeps ({self.source})")
+        self.step(f"sweeps ({SOURCE})")
         done: dict[Shape, dict[str, Any]] = {}
         out: dict[str, list[dict[str, Any]]] = {}
         for axis, shapes in points.items():
@@ -402,9 +369,7 @@ class Bench:
                         rows = shape.partitions * shape.txn_rows * 2
                     topic, prod = self.prefill(shape, rows, "sweep")
                     kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
-                    src = q.kafka_stream(
-                        self.spark, self.stack.bootstrap, topic, s.max_offsets, self.source
-                    )
+                    src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
                     bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
                     self.truncate()
                     pipe = q.measure(
@@ -415,7 +380,6 @@ class Bench:
                             topic,
                             s.max_offsets,
                             f"sweep-{uuid.uuid4().hex[:6]}",
-                            source=self.source,
                         ),
                         **kw,
                     )
@@ -445,15 +409,14 @@ class Bench:
         s = self.sizes
         shape = Shape(4, 10, 100)
         out = []
-        self.step(f"latency ({self.source})")
+        self.step(f"latency ({SOURCE})")
         for trigger_ms in (250, 1000, 5000):
             topic = self.topic(shape, "lat")
             name = f"lat{trigger_ms}-{uuid.uuid4().hex[:4]}"
             ckpt = self.out / "work" / name
             query = q.start_pipeline_streaming(
-                self.spark, self.stack, topic, str(ckpt), name, trigger_ms, s.max_offsets,
-                self.source,
-            )  # fmt: skip
+                self.spark, self.stack, topic, str(ckpt), name, trigger_ms, s.max_offsets
+            )
             sampler = VisibilitySampler(self.stack.connect, name, topic)
             producer = SteadyProducer(self.stack.bootstrap, topic, shape, s.trigger_rate)
             try:
@@ -507,12 +470,12 @@ class Bench:
 
         s = self.sizes
         out = []
-        self.step(f"state ({self.source})")
+        self.step(f"state ({SOURCE})")
         for open_rows in s.open_rows:
             shape = Shape(s.open_partitions, open_rows, 100)
             topic, prod = self.prefill(shape, 0, "open", close=False)
             df = q.real_assembler(
-                q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets, self.source)
+                q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
             )
             rss = RssSampler([os.getpid()], only_roles=("jvm", "python-worker"))
             rss.start()
@@ -561,7 +524,7 @@ class Bench:
         from devstack.stack import topic_end_offsets
 
         s = self.sizes
-        self.step(f"catchup ({self.source})")
+        self.step(f"catchup ({SOURCE})")
         self.truncate()
         log("spark-submit: catch-up on the pre-filled topic" + (" (py-spy)" if profile else ""))
         workdir = self.out / "work" / "catchup"
@@ -571,7 +534,7 @@ class Bench:
         ends = topic_end_offsets(self.stack.bootstrap, topic, shape.partitions)
         res = e2e.catch_up(
             self.stack, topic, workdir, prod.rows, prod.row_bytes // max(1, prod.rows),
-            s.max_offsets, prof_dir, ends, source=self.source,
+            s.max_offsets, prof_dir, ends,
         )  # fmt: skip
         if prof_dir is not None:
             from benchmarks.profile import summarize
@@ -591,14 +554,13 @@ class Bench:
         from benchmarks.workload import Shape
 
         s = self.sizes
-        self.step(f"steady ({self.source})")
+        self.step(f"steady ({SOURCE})")
         log("spark-submit: steady rate, visibility latency")
         shape = Shape(4, 10, 100)
         topic = self.topic(shape, "steady")
         res = e2e.steady(
-            self.stack, topic, self.out / "work" / "steady", shape, s.steady_rate, s.steady_s,
-            1000, source=self.source,
-        )  # fmt: skip
+            self.stack, topic, self.out / "work" / "steady", shape, s.steady_rate, s.steady_s, 1000
+        )
         self.results["e2e_steady"] = res
         lat = res["latency"]
         log(
@@ -689,16 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help=f"comma-separated parts to skip: {','.join(PARTS)}")
     p.add_argument("--steady-rate", type=float, help="txn/s (10 rows each) of the steady run")
     p.add_argument("--steady-s", type=float, help="seconds of steady state measured")
-    p.add_argument(
-        "--sources",
-        default=",".join(SOURCES),
-        help="comma-separated source.format values for the ceilings and the pipeline "
-        f"({','.join(SOURCES)}); the first one also runs parts 3-5",
-    )
     a = p.parse_args(argv)
-    sources = tuple(x.strip() for x in a.sources.split(",") if x.strip())
-    if not sources or set(sources) - set(SOURCES):
-        p.error(f"--sources {a.sources!r}: choose from {SOURCES}")
     skip = {x.strip() for x in a.skip.split(",") if x.strip()}
     unknown = skip - set(PARTS)
     if unknown:
@@ -721,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
 
     (out / "work" / "checkpoints").mkdir(parents=True)
     spark_queries.CHECKPOINT_ROOT = str(out / "work" / "checkpoints")
-    bench = Bench(out, sizes, sources)
+    bench = Bench(out, sizes)
     env = {
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -729,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         "other_load_start": other_load(),
         "quick": a.quick,
         "sizes": sizes.__dict__,
-        "sources": list(sources),
+        "source": SOURCE,
         "skip": sorted(skip),
         "commit": git_commit(),
         "argv": sys.argv[1:] if argv is None else argv,
@@ -745,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample_load, daemon=True).start()
     log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
-    bench.progress = Progress(plan_steps(skip, sources), emit=log)
+    bench.progress = Progress(plan_steps(skip), emit=log)
     try:
         bench.step("start broker + emulator")
         bench.stack.start()

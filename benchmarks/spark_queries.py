@@ -3,7 +3,7 @@
 Every query here runs in the same warm local[2] session on the same data, so the ratios
 pipeline / ceiling compare like with like:
 
-* ``source_only``: Kafka source -> noop sink;
+* ``source_only``: Kafka source (Spark's connector) -> noop sink;
 * ``bare_stateful``: source -> ``applyInPandasWithState`` with a trivial function -> noop;
 * ``source_assembler``: source -> the real assembler (``app.assembly``) -> noop;
 * ``passthrough``: source -> decode -> plain Stream Load per batch (no assembly, no
@@ -15,9 +15,8 @@ pipeline / ceiling compare like with like:
 
 Rates count committed DATA rows: records/s times the data set's rows-per-record.
 
-Every query that reads Kafka takes the source as a parameter (``SOURCES``): ``kafka`` is
-Spark's own connector (``spark-sql-kafka-0-10``, jars from ``devstack.jars``), ``cdc-kafka``
-the project's Python data source, so both can be measured side by side in one session.
+Kafka is read through Spark's own connector (``spark-sql-kafka-0-10``, the jars
+``devstack.jars`` points ``spark.jars`` at), as the application reads it.
 """
 
 from __future__ import annotations
@@ -47,9 +46,8 @@ if TYPE_CHECKING:
     from devstack.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: ``source.format`` values measured: Spark's Kafka connector first (the default), then the
-#: project's Python source.
-SOURCES = ("kafka", "cdc-kafka")
+#: The source measured: Spark's Kafka connector (``source.format`` of ``conf/local.yaml``).
+SOURCE = "kafka"
 #: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
 CHECKPOINT_ROOT: str | None = None
 
@@ -260,20 +258,16 @@ def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, st
     }
 
 
-def kafka_stream(
-    spark: SparkSession, bootstrap: str, topic: str, max_offsets: int, source: str = "kafka"
-) -> DataFrame:
-    """The topic as a streaming DataFrame through ``source`` (a ``source.format`` value)."""
-    from app.sources import read_kafka_stream
+def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
+    """The topic as a streaming DataFrame through Spark's Kafka connector.
 
-    if source not in SOURCES:
-        msg = f"unknown source {source!r}; expected one of {SOURCES}"
-        raise ValueError(msg)
-    return read_kafka_stream(
-        spark,
-        source_options(bootstrap, topic, max_offsets),
-        use_official_connector=source == "kafka",
-    )
+    The same reader ``app.pipeline`` builds for ``source.format: kafka`` (the connector's
+    ``kafka`` format with the connector's own option names).
+    """
+    reader = spark.readStream.format(SOURCE)
+    for key, value in source_options(bootstrap, topic, max_offsets).items():
+        reader = reader.option(key, value)
+    return reader.load()
 
 
 # -- trivial stateful function -----------------------------------------------------------------
@@ -414,7 +408,6 @@ def passthrough(
     topic: str,
     max_offsets: int,
     name: str,
-    source: str = "kafka",
 ) -> Callable[[str], StreamingQuery]:
     assert stack.emulator is not None
     emu = stack.emulator
@@ -425,7 +418,7 @@ def passthrough(
 
     def start(checkpoint: str) -> StreamingQuery:
         return (
-            kafka_stream(spark, stack.bootstrap, topic, max_offsets, source)
+            kafka_stream(spark, stack.bootstrap, topic, max_offsets)
             .writeStream.queryName(name)
             .foreachBatch(write)
             .option("checkpointLocation", checkpoint)
@@ -462,7 +455,6 @@ def pipeline(
     max_offsets: int,
     name: str,
     extra: list[str] | None = None,
-    source: str = "kafka",
 ) -> Callable[[str], StreamingQuery]:
     """``app.pipeline.start_query`` as ``app/main.py`` wires it (trigger interval 0)."""
     from app.pipeline import ProgressReporter, query_id_of, start_query
@@ -477,7 +469,6 @@ def pipeline(
             [
                 "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
-                f"source.format={source}",
                 *(extra or []),
             ],
         )
@@ -497,7 +488,6 @@ def start_pipeline_streaming(
     name: str,
     trigger_ms: int,
     max_offsets: int,
-    source: str = "kafka",
 ) -> StreamingQuery:
     """The pipeline with a processing-time trigger (for the latency runs)."""
     from app.pipeline import ProgressReporter, query_id_of, start_query
@@ -511,7 +501,6 @@ def start_pipeline_streaming(
         [
             f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}",
             f"source.max-offsets-per-trigger={max_offsets}",
-            f"source.format={source}",
         ],
     )
     sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))

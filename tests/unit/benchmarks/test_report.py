@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.report import side_by_side
-from benchmarks.run import ceiling_ratios
+from benchmarks.run import ceiling_ratios, plan_steps
 
 pytestmark = pytest.mark.unit
 
@@ -27,17 +26,13 @@ def test_ratios_without_a_pipeline_run_are_empty() -> None:
     assert res["ratios"] == {}
 
 
-def test_side_by_side_puts_sources_in_columns_with_their_quotient() -> None:
-    md = side_by_side(
-        {
-            "kafka": ceiling_ratios(runs(6_000, 10_000, 3_000)),
-            "cdc-kafka": ceiling_ratios(runs(4_000, 10_000, 2_000)),
-        }
-    )
-    assert md[0] == (
-        "| | JVM source (`kafka`) | old Python source (`cdc-kafka`) | kafka ÷ cdc-kafka |"
-    )
-    assert "| **pipeline** rows/s | 6,000 | 4,000 | 1.50 |" in md
-    assert "| pipeline ÷ bare applyInPandasWithState (target >= 0.7) | 0.60 | 0.40 | 1.50 |" in md
-    # Runs neither source has are left out (no pass-through here).
-    assert not any(line.startswith("| pass-through") for line in md)
+def test_plan_names_the_source_and_drops_skipped_parts() -> None:
+    labels = [label for label, _ in plan_steps({"sweeps", "latency", "state", "steady"})]
+    assert labels[:4] == [
+        "start broker + emulator",
+        "ceilings: prefill",
+        "broker consume",
+        "emulator ingest",
+    ]
+    assert "pipeline (kafka)" in labels
+    assert labels[-2:] == ["assembler", "catchup (kafka)"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.procstat import RssSampler, classify, cmdline, descendants
+from benchmarks.procstat import RssSampler, classify, descendants
 from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, VisibilitySampler
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
@@ -156,14 +156,6 @@ def daemon_pid(root: int) -> int | None:
     return pids[0] if pids else None
 
 
-def source_runner_pid(root: int) -> int | None:
-    """The cdc-kafka source's planner process (``python_streaming_source_runner``)."""
-    for pid in descendants(root):
-        if "python_streaming_source_runner" in cmdline(pid):
-            return pid
-    return None
-
-
 def catch_up(
     stack: LocalStack,
     topic: str,
@@ -208,9 +200,6 @@ def catch_up(
                 if daemon is not None and driver is not None:
                     profiler.attach("workers", daemon, subprocesses=True)
                     profiler.attach("driver", driver, subprocesses=False)
-                    runner = source_runner_pid(proc.pid)
-                    if runner is not None:
-                        profiler.attach("source-planner", runner, subprocesses=False)
                     break
                 time.sleep(0.1)
         conn = stack.connect()

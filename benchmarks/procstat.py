@@ -73,21 +73,15 @@ def cmdline(pid: int) -> str:
 
 
 def classify(pid: int) -> str:
-    """``jvm`` | ``python-driver`` | ``python-source`` | ``python-worker`` | ``other``."""
+    """``jvm`` | ``python-driver`` | ``python-worker`` | ``other``."""
     cmd = cmdline(pid)
     if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
         return "jvm"
-    if "pyspark.daemon" in cmd and not cmd.rstrip().endswith("pyspark.worker"):
-        # Daemons for Python data source lookup/creation/read planning (driver-side work).
-        return "python-source"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
         # The executors' Python workers (UDFs, applyInPandasWithState, mapInArrow, reads).
         return "python-worker"
     if "app/main.py" in cmd:
         return "python-driver"
-    if "python_streaming_source_runner" in cmd:
-        # The cdc-kafka source's driver-side planner (a Python process per streaming source).
-        return "python-source"
     return "other"
 
 
@@ -101,7 +95,7 @@ class RssSampler(threading.Thread):
 
     roots: list[int]
     interval_s: float = 0.25
-    only_roles: tuple[str, ...] = ("jvm", "python-driver", "python-source", "python-worker")
+    only_roles: tuple[str, ...] = ("jvm", "python-driver", "python-worker")
     peak: dict[str, int] = field(default_factory=dict)
     peak_worker_max: int = 0
     peak_workers: int = 0

@@ -19,7 +19,6 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
     ("Python imports (worker start-up)", "<frozen importlib"),
     ("assembler core (assembler/)", "/assembler/"),
     ("assembler adapter (app/assembly.py)", "app/assembly.py"),
-    ("cdc-kafka source (app/sources/)", "/app/sources/"),
     ("StarRocks sink (sinks/)", "/sinks/"),
     ("pipeline / driver (app/)", "/app/"),
     ("confluent-kafka", "confluent_kafka"),
@@ -45,7 +44,6 @@ INCLUSIVE: tuple[tuple[str, str, str], ...] = (
     ("pandas -> SourceRecord (_records)", "_records", "app/assembly.py"),
     ("Arrow <-> pandas (pyspark/sql/pandas)", "", "pyspark/sql/pandas/"),
     ("sink loader on executors (sinks/starrocks/loader.py)", "", "sinks/starrocks/loader.py"),
-    ("cdc-kafka reader (app/sources)", "", "app/sources/"),
 )
 
 

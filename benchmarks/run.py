@@ -2,14 +2,15 @@
 
     .venv/bin/python -m benchmarks.run [--quick] [--out results/bench] [--skip e2e,sweeps,...]
 
-Starts its own broker and StarRocks emulator (loopback, fresh data dirs under ``--out``),
-then measures, on the same synthetic CDC data (``benchmarks.workload``):
+Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data dirs under
+``--out``), then measures, on the same synthetic CDC data (``benchmarks.workload``):
 
-1. ceilings: the broker's consume rate (one confluent-kafka consumer), the emulator's ingest
-   (begin -> load -> commit of the same rows, batch-sized transactions), and in one warm
-   local[2] SparkSession: source -> noop, source -> bare ``applyInPandasWithState`` (trivial
-   function), source -> real assembler -> noop, and a pass-through pipeline (source -> decode
-   -> plain Stream Load, no assembly, no exactly-once protocol);
+1. ceilings: the broker's consume rate (one confluent-kafka consumer on the real broker), the
+   emulator's ingest (begin -> load -> commit of the same rows, batch-sized transactions), and
+   in one warm local[2] SparkSession reading through Spark's Kafka connector: source -> noop,
+   source -> bare ``applyInPandasWithState`` (trivial function), source -> real assembler ->
+   noop, and a pass-through pipeline (source -> decode -> plain Stream Load, no assembly, no
+   exactly-once protocol);
 2. the pipeline in the same session (``app.pipeline.start_query`` + the real sink) and the
    ratios pipeline / each ceiling;
 3. the assembler alone over a parquet file stream: real state machine vs trivial function;
@@ -19,8 +20,9 @@ then measures, on the same synthetic CDC data (``benchmarks.workload``):
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
    rate, with peak RSS of the JVM, the Python driver and the Python workers.
 
-Writes ``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary.
-Never gates anything: it reports numbers and ratios.
+One line per step with the elapsed time and an ETA (``benchmarks.progress``). Writes
+``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary. Never gates
+anything: it reports numbers and ratios.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from benchmarks import spark_queries
+from benchmarks.progress import Progress
+from benchmarks.spark_queries import SOURCE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,6 +88,59 @@ QUICK = Sizes(
     open_partitions=4,
 )
 PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
+#: The in-process queries of the ceilings part, in the order they run.
+CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
+# Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
+# (benchmarks.progress scales them by how fast the run actually goes).
+STEP_WEIGHTS = {
+    "stack": 15.0,
+    "prefill": 15.0,
+    "broker": 3.0,
+    "emulator": 5.0,
+    "warm-up": 25.0,
+    "source_only": 6.0,
+    "bare_stateful": 8.0,
+    "source_assembler": 10.0,
+    "passthrough": 11.0,
+    "pipeline": 16.0,
+    "assembler": 60.0,
+    "sweeps": 150.0,
+    "latency": 100.0,
+    "state": 40.0,
+    "catchup": 60.0,
+    "steady": 70.0,
+}
+
+
+def plan_steps(skip: set[str]) -> list[tuple[str, float]]:
+    """The steps ``main`` will announce, in order, with their ETA weights."""
+    steps: list[tuple[str, float]] = [("start broker + emulator", STEP_WEIGHTS["stack"])]
+    if "ceilings" not in skip:
+        steps += [
+            ("ceilings: prefill", STEP_WEIGHTS["prefill"]),
+            ("broker consume", STEP_WEIGHTS["broker"]),
+            ("emulator ingest", STEP_WEIGHTS["emulator"]),
+        ]
+        steps.append((f"warm-up ({SOURCE})", STEP_WEIGHTS["warm-up"]))
+        steps += [(f"{query} ({SOURCE})", STEP_WEIGHTS[query]) for query in CEILING_QUERIES]
+    for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady"):
+        if part not in skip:
+            label = part if part == "assembler" else f"{part} ({SOURCE})"
+            steps.append((label, STEP_WEIGHTS[part]))
+    return steps
+
+
+def git_commit() -> str:
+    """The checked-out commit (``+dirty`` with local changes), for the report."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def log(msg: str) -> None:
@@ -111,6 +170,7 @@ class Bench:
     """Holds the stack, the Spark session and the results while the parts run."""
 
     def __init__(self, out: Path, sizes: Sizes) -> None:
+        from benchmarks.progress import Progress
         from devstack.stack import LocalStack
 
         self.out = out
@@ -118,6 +178,11 @@ class Bench:
         self.stack = LocalStack(out / "stack")
         self.results: dict[str, Any] = {}
         self._spark: Any = None
+        self.progress = Progress([], emit=log)
+
+    def step(self, label: str) -> None:
+        """Announce the next planned step (one line, elapsed time, ETA)."""
+        self.progress.step(label)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -194,13 +259,13 @@ class Bench:
     # -- 1 + 2: ceilings and the pipeline on the same data -------------------------------------
 
     def ceilings(self) -> None:
-        from benchmarks.kafka_source import raw_rate
-
         from benchmarks import spark_queries as q
+        from benchmarks.broker_consume import raw_rate
         from benchmarks.workload import Shape
 
         s = self.sizes
         shape = Shape(4, 10, 100)
+        self.step("ceilings: prefill")
         topic, prod = self.prefill(shape, s.main_rows, "main")
         self.results["main"] = {
             "shape": shape.label(),
@@ -213,63 +278,50 @@ class Bench:
         }
         self.main_topic, self.main_prod, self.main_shape = topic, prod, shape
         rows_per_record = prod.rows / prod.records
-        runs: dict[str, Any] = {}
+        shared: dict[str, Any] = {}
 
-        log("ceiling: broker consume rate (one confluent-kafka consumer)")
+        self.step("broker consume")
         rec_s = raw_rate(self.stack.bootstrap, topic, shape.partitions, prod.records)
-        runs["broker"] = {
+        shared["broker"] = {
             "name": "broker",
             "rows_per_s": rec_s * rows_per_record,
             "records_per_s": rec_s,
             "mb_per_s": rec_s * rows_per_record * prod.row_bytes / prod.rows / 1e6,
         }
 
-        log("ceiling: emulator ingest of the same rows (batch-sized transactions)")
-        runs["emulator"] = emulator_ingest(self, prod, rows_per_record)
+        self.step("emulator ingest")
+        shared["emulator"] = emulator_ingest(self, prod, rows_per_record)
 
+        self.step(f"warm-up ({SOURCE})")
         self.warm_up()
         kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
 
-        def src() -> Any:
-            return q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+        def plan(name: str) -> Any:
+            src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, s.max_offsets)
+            if name == "source_only":
+                return q.to_noop(src, "b_source")
+            if name == "bare_stateful":
+                return q.to_noop(q.trivial_stateful(src), "b_bare")
+            if name == "source_assembler":
+                return q.to_noop(q.real_assembler(src), "b_asm")
+            if name == "passthrough":
+                return q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt")
+            return q.pipeline(
+                self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
+            )
 
-        plans = [
-            ("source_only", lambda: q.to_noop(src(), "b_source")),
-            ("bare_stateful", lambda: q.to_noop(q.trivial_stateful(src()), "b_bare")),
-            ("source_assembler", lambda: q.to_noop(q.real_assembler(src()), "b_asm")),
-            (
-                "passthrough",
-                lambda: q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt"),
-            ),
-            (
-                "pipeline",
-                lambda: q.pipeline(
-                    self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
-                ),
-            ),
-        ]
-        for name, plan in plans:
-            log(f"in-process: {name}")
+        runs = dict(shared)
+        for name in CEILING_QUERIES:
+            self.step(f"{name} ({SOURCE})")
             if name in ("passthrough", "pipeline"):
                 self.truncate()
-            run = q.measure(name, plan(), **kw)
+            run = q.measure(name, plan(name), **kw)
             runs[name] = run.as_dict()
             log(
-                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s; "
-                f"wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s;"
+                f" wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
             )
-        pipe = runs["pipeline"]
-        ratios = {
-            k: pipe["rows_per_s"] / v["rows_per_s"]
-            for k, v in runs.items()
-            if k != "pipeline" and v.get("rows_per_s")
-        }
-        ratios_cpu = {
-            k: pipe["rows_per_cpu_s"] / v["rows_per_cpu_s"]
-            for k, v in runs.items()
-            if k != "pipeline" and v.get("rows_per_cpu_s")
-        }
-        self.results["ceilings"] = {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
+        self.results["ceilings"] = {**ceiling_ratios(runs), "source": SOURCE}
 
     # -- 3: the assembler alone ------------------------------------------------------------------
 
@@ -277,6 +329,7 @@ class Bench:
         from benchmarks import assembler_spark
         from benchmarks.workload import Shape
 
+        self.step("assembler")
         log("assembler alone (parquet feed): real state machine vs trivial function")
         res = assembler_spark.run(
             self.spark,
@@ -303,6 +356,7 @@ class Bench:
             "txn_rows": [Shape(4, 1, 100), Shape(4, 10, 100), Shape(4, 1000, 100)],
             "row_bytes": [Shape(4, 10, 100), Shape(4, 10, 1000)],
         }
+        self.step(f"sweeps ({SOURCE})")
         done: dict[Shape, dict[str, Any]] = {}
         out: dict[str, list[dict[str, Any]]] = {}
         for axis, shapes in points.items():
@@ -355,6 +409,7 @@ class Bench:
         s = self.sizes
         shape = Shape(4, 10, 100)
         out = []
+        self.step(f"latency ({SOURCE})")
         for trigger_ms in (250, 1000, 5000):
             topic = self.topic(shape, "lat")
             name = f"lat{trigger_ms}-{uuid.uuid4().hex[:4]}"
@@ -415,6 +470,7 @@ class Bench:
 
         s = self.sizes
         out = []
+        self.step(f"state ({SOURCE})")
         for open_rows in s.open_rows:
             shape = Shape(s.open_partitions, open_rows, 100)
             topic, prod = self.prefill(shape, 0, "open", close=False)
@@ -468,6 +524,7 @@ class Bench:
         from devstack.stack import topic_end_offsets
 
         s = self.sizes
+        self.step(f"catchup ({SOURCE})")
         self.truncate()
         log("spark-submit: catch-up on the pre-filled topic" + (" (py-spy)" if profile else ""))
         workdir = self.out / "work" / "catchup"
@@ -497,6 +554,7 @@ class Bench:
         from benchmarks.workload import Shape
 
         s = self.sizes
+        self.step(f"steady ({SOURCE})")
         log("spark-submit: steady rate, visibility latency")
         shape = Shape(4, 10, 100)
         topic = self.topic(shape, "steady")
@@ -509,6 +567,22 @@ class Bench:
             f"  {res['rate_rows_s']:.0f} rows/s offered, trigger 1 s: p50 {lat.get('p50', 0):.0f} "
             f"p95 {lat.get('p95', 0):.0f} p99 {lat.get('p99', 0):.0f} ms"
         )
+
+
+def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
+    """``{"runs", "ratios", "ratios_cpu"}``: the pipeline's rate over each other run's."""
+    pipe = runs.get("pipeline") or {}
+    ratios = {
+        k: pipe["rows_per_s"] / v["rows_per_s"]
+        for k, v in runs.items()
+        if k != "pipeline" and v.get("rows_per_s") and pipe.get("rows_per_s")
+    }
+    ratios_cpu = {
+        k: pipe["rows_per_cpu_s"] / v["rows_per_cpu_s"]
+        for k, v in runs.items()
+        if k != "pipeline" and v.get("rows_per_cpu_s") and pipe.get("rows_per_cpu_s")
+    }
+    return {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
 
 
 def emulator_ingest(bench: Bench, prod: Any, rows_per_record: float) -> dict[str, Any]:
@@ -598,8 +672,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
 
-    from benchmarks import spark_queries
-
     (out / "work" / "checkpoints").mkdir(parents=True)
     spark_queries.CHECKPOINT_ROOT = str(out / "work" / "checkpoints")
     bench = Bench(out, sizes)
@@ -610,6 +682,10 @@ def main(argv: list[str] | None = None) -> int:
         "other_load_start": other_load(),
         "quick": a.quick,
         "sizes": sizes.__dict__,
+        "source": SOURCE,
+        "skip": sorted(skip),
+        "commit": git_commit(),
+        "argv": sys.argv[1:] if argv is None else argv,
     }
     bench.results["env"] = env
     started = time.monotonic()
@@ -622,7 +698,9 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample_load, daemon=True).start()
     log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
+    bench.progress = Progress(plan_steps(skip), emit=log)
     try:
+        bench.step("start broker + emulator")
         bench.stack.start()
         bench.ddl()
         steps = [
@@ -646,10 +724,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 step()
             except Exception as e:  # one broken part must not lose the others' numbers
+                bench.progress.finish()
                 log(f"PART {part} FAILED: {type(e).__name__}: {e}")
                 traceback.print_exc()
                 errors[part] = f"{type(e).__name__}: {str(e)[:500]}"
     finally:
+        bench.progress.finish()
         stop_load.set()
         bench.stop_spark()
         bench.stack.stop()

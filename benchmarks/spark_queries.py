@@ -3,7 +3,7 @@
 Every query here runs in the same warm local[2] session on the same data, so the ratios
 pipeline / ceiling compare like with like:
 
-* ``source_only``: cdc-kafka source -> noop sink;
+* ``source_only``: Kafka source (Spark's connector) -> noop sink;
 * ``bare_stateful``: source -> ``applyInPandasWithState`` with a trivial function -> noop;
 * ``source_assembler``: source -> the real assembler (``app.assembly``) -> noop;
 * ``passthrough``: source -> decode -> plain Stream Load per batch (no assembly, no
@@ -14,6 +14,9 @@ pipeline / ceiling compare like with like:
   assembler or the trivial function (the assembler alone, issue 2).
 
 Rates count committed DATA rows: records/s times the data set's rows-per-record.
+
+Kafka is read through Spark's own connector (``spark-sql-kafka-0-10``, the jars
+``devstack.jars`` points ``spark.jars`` at), as the application reads it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
     from devstack.stack import LocalStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The source measured: Spark's Kafka connector (``source.format`` of ``conf/local.yaml``).
+SOURCE = "kafka"
 #: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
 CHECKPOINT_ROOT: str | None = None
 
@@ -50,6 +55,7 @@ CHECKPOINT_ROOT: str | None = None
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
     from app.session import BASE_CONF
+    from devstack.jars import spark_jars_conf
 
     conf = dict(BASE_CONF)
     conf.update(
@@ -60,6 +66,8 @@ def spark_conf() -> dict[str, str]:
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
+            # Spark's Kafka connector, resolved by `make setup` (jvm/spark-kafka/pom.xml).
+            "spark.jars": spark_jars_conf(),
         }
     )
     return conf
@@ -251,9 +259,15 @@ def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, st
 
 
 def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: int) -> DataFrame:
-    from app.sources import read_kafka_stream
+    """The topic as a streaming DataFrame through Spark's Kafka connector.
 
-    return read_kafka_stream(spark, source_options(bootstrap, topic, max_offsets))
+    The same reader ``app.pipeline`` builds for ``source.format: kafka`` (the connector's
+    ``kafka`` format with the connector's own option names).
+    """
+    reader = spark.readStream.format(SOURCE)
+    for key, value in source_options(bootstrap, topic, max_offsets).items():
+        reader = reader.option(key, value)
+    return reader.load()
 
 
 # -- trivial stateful function -----------------------------------------------------------------
@@ -389,7 +403,11 @@ class DecodeAndLoad:
 
 
 def passthrough(
-    spark: SparkSession, stack: LocalStack, topic: str, max_offsets: int, name: str
+    spark: SparkSession,
+    stack: LocalStack,
+    topic: str,
+    max_offsets: int,
+    name: str,
 ) -> Callable[[str], StreamingQuery]:
     assert stack.emulator is not None
     emu = stack.emulator
@@ -500,7 +518,6 @@ def write_parquet_feed(
     """Files of at most ``per_file`` records, offsets in order per partition; returns files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from app.sources.schema import ARROW_SCHEMA
 
     folder.mkdir(parents=True, exist_ok=True)
     cursors = dict.fromkeys(values_per_partition, 0)
@@ -533,14 +550,30 @@ def write_parquet_feed(
                 pa.array(cols["timestamp"], pa.timestamp("us", tz="UTC")),
                 pa.array(cols["tt"], pa.int32()),
             ],
-            schema=ARROW_SCHEMA,
+            schema=pa.schema(
+                [
+                    pa.field("key", pa.binary()),
+                    pa.field("value", pa.binary()),
+                    pa.field("topic", pa.string()),
+                    pa.field("partition", pa.int32()),
+                    pa.field("offset", pa.int64()),
+                    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+                    pa.field("timestampType", pa.int32()),
+                ]
+            ),
         )
         pq.write_table(table, folder / f"part-{files:05d}.parquet")
         files += 1
     return files
 
 
-def parquet_stream(spark: SparkSession, folder: Path) -> DataFrame:
-    from app.sources.schema import SCHEMA
+# The Kafka connector's row schema (without headers): the parquet feed stands in for it.
+KAFKA_SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "timestamp timestamp, timestampType int"
+)
 
-    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(folder))
+
+def parquet_stream(spark: SparkSession, folder: Path) -> DataFrame:
+    reader = spark.readStream.schema(KAFKA_SCHEMA_DDL).option("maxFilesPerTrigger", 1)
+    return reader.parquet(str(folder))

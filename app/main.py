@@ -143,6 +143,9 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
                 # check keeps it exactly once. Its interrupted Spark call would otherwise
                 # log a Java stack through py4j: a requested stop is not an error.
                 logging.getLogger("py4j").setLevel(logging.CRITICAL)
+                # Listeners first: Spark posts the stop's events asynchronously, and one
+                # delivered after this process exits is a Java stack in the log.
+                detach_listeners(spark)
                 query.stop()
                 break
     except StreamingQueryException:

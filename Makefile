@@ -9,7 +9,7 @@ MVN ?= mvn
 JVM_STAMP := jvm/lib/.resolved-stamp
 JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
-.PHONY: setup test test-unit test-integration test-e2e lint demo chaos soak bench test-real clean
+.PHONY: setup test test-unit test-integration test-e2e lint demo demo-debezium chaos soak bench test-real clean
 
 setup: $(STAMP) $(JVM_STAMP)
 
@@ -61,6 +61,10 @@ bench: setup
 
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)
+
+# PostgreSQL -> Debezium -> Kafka -> pipeline -> emulator, kill -9 included (docs/debezium.md).
+demo-debezium: setup
+	$(PY) -m devstack.demo_debezium $(DEMO_ARGS)
 
 # Real Apache Kafka + StarRocks 4.x through testcontainers; exits non-zero without Docker.
 test-real: setup

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from assembler.debezium import DEBEZIUM_STATE_FIELDS, DebeziumAssembler, DebeziumSettings
 from assembler.machine import TransactionAssembler
 from assembler.output import OUTPUT_FIELDS
 from assembler.records import SourceRecord
@@ -28,6 +29,11 @@ STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in STATE_FIELDS)
 
 # Columns of the Kafka source schema the assembler needs (key and timestampType are unused).
 SOURCE_COLUMNS = ("topic", "partition", "offset", "value", "timestamp")
+DEBEZIUM_STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in DEBEZIUM_STATE_FIELDS)
+# The Debezium path reads the record key too: a delete's key columns are the key's fields.
+DEBEZIUM_SOURCE_COLUMNS = (*SOURCE_COLUMNS, "key")
+#: The grouping column of the Debezium path: one group per source (connector).
+SOURCE_GROUP = "_cdc_source"
 
 
 def assemble_transactions(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
@@ -120,3 +126,70 @@ def _epoch_ms(column: pd.Series) -> list[int | None]:
         .tolist()
     )
     return [None if gone else ms for ms, gone in zip(millis, missing.tolist(), strict=True)]
+
+
+def assemble_debezium(events: DataFrame, settings: DebeziumSettings) -> DataFrame:
+    """Group every record of one Debezium source together and emit whole transactions.
+
+    The group key is the source's transaction topic (one per connector): only a group that
+    sees all of a connector's topics can tell when a transaction is complete. The price is
+    parallelism: one connector's assembly runs in one task per micro-batch, whatever the
+    number of topics and partitions (docs/debezium.md).
+    """
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+    func = AssembleDebezium(settings)
+    return (
+        events.select(*DEBEZIUM_SOURCE_COLUMNS)
+        .withColumn(SOURCE_GROUP, F.lit(settings.transaction_topic))
+        .groupBy(SOURCE_GROUP)
+        .applyInPandasWithState(
+            func,
+            outputStructType=OUTPUT_DDL,
+            stateStructType=DEBEZIUM_STATE_DDL,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
+        )
+    )
+
+
+class AssembleDebezium:
+    """The function Spark calls once per source group and micro-batch (executor side)."""
+
+    def __init__(self, settings: DebeziumSettings) -> None:
+        self._assembler = DebeziumAssembler(settings)
+
+    def __call__(
+        self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        """Apply this batch's records of one source; yield the rows the core emits."""
+        now_ms = int(state.getCurrentProcessingTimeMs())
+        previous = tuple(state.get) if state.exists else None
+        if state.hasTimedOut:
+            if previous is None:  # pragma: no cover - Spark only times out groups with state
+                return
+            step = self._assembler.expire(previous, now_ms)
+        else:
+            records = list(_keyed_records(chunks))
+            step = self._assembler.process(previous, records, now_ms)
+        state.update(step.state)
+        if step.timeout_at_ms is not None:
+            state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
+        if step.outputs:
+            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
+
+
+def _keyed_records(chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
+    for chunk in chunks:
+        if chunk.empty:
+            continue
+        columns = (
+            chunk["topic"].tolist(),
+            chunk["partition"].tolist(),
+            chunk["offset"].tolist(),
+            chunk["value"].tolist(),
+            _epoch_ms(chunk["timestamp"]),
+            chunk["key"].tolist(),
+        )
+        for topic, partition, offset, value, stamp, key in zip(*columns, strict=True):
+            yield SourceRecord(str(topic), int(partition), offset, value, stamp, key)

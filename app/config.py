@@ -7,7 +7,8 @@ Precedence, lowest first: built-in defaults, the YAML file, environment variable
 Keys are dotted paths ``section.key``. Four sections are free-form maps whose keys are passed
 on verbatim to the component that owns them (so their names can follow that component's
 conventions, e.g. the StarRocks Flink connector's ``sink.label-prefix``):
-``assembler.*``, ``starrocks.*``, ``source.options.*`` and ``spark.conf.*``.
+``assembler.*``, ``starrocks.*``, ``source.options.*``, ``source.debezium.*`` and
+``spark.conf.*``.
 
 An environment variable overrides a key that exists in the defaults or the file: its name is
 ``CDC_`` plus the dotted key upper-cased with every other character turned into ``_``
@@ -25,12 +26,13 @@ from typing import Any, Literal
 
 import yaml
 
+from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings
 from common.errors import ConfigError
 from common.options import Options
 from sinks.starrocks.config import StarRocksSinkConfig
 
-MAP_SECTIONS = ("assembler", "starrocks", "source.options", "spark.conf")
+MAP_SECTIONS = ("assembler", "starrocks", "source.options", "source.debezium", "spark.conf")
 
 DEFAULTS: dict[str, Any] = {
     "pipeline": {
@@ -51,6 +53,11 @@ DEFAULTS: dict[str, Any] = {
         "max-offsets-per-trigger": 200000,
         "fail-on-data-loss": True,
         "options": {},
+        # txn: the project's TXN_BEGIN/DATA/TXN_END envelope, assembled per partition.
+        # debezium: Debezium data topics + <prefix>.transaction, assembled per source
+        # (docs/debezium.md); its options live in source.debezium.*.
+        "envelope": "txn",
+        "debezium": {},
     },
     "assembler": {},
     "dead-letter": {
@@ -95,12 +102,20 @@ class SourceSettings:
     max_offsets_per_trigger: int
     fail_on_data_loss: bool
     extra_options: Mapping[str, str] = field(default_factory=dict)
+    envelope: Literal["txn", "debezium"] = "txn"
+    debezium: DebeziumSettings | None = None
+
+    def subscribed_topics(self) -> tuple[str, ...]:
+        """The topics read: ``topics``, plus Debezium's transaction topic when it is used."""
+        if self.debezium is not None and self.debezium.transaction_topic not in self.topics:
+            return (*self.topics, self.debezium.transaction_topic)
+        return self.topics
 
     def reader_options(self) -> dict[str, str]:
         """Options for ``spark.readStream``, named as Spark's Kafka connector names them."""
         options = {
             "kafka.bootstrap.servers": self.bootstrap_servers,
-            "subscribe": ",".join(self.topics),
+            "subscribe": ",".join(self.subscribed_topics()),
             "startingOffsets": self.starting_offsets,
             "maxOffsetsPerTrigger": str(self.max_offsets_per_trigger),
             "failOnDataLoss": str(self.fail_on_data_loss).lower(),
@@ -182,7 +197,7 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
     pipeline = _pipeline(tree["pipeline"], starrocks_options)
     return AppConfig(
         pipeline=pipeline,
-        source=_source(tree["source"]),
+        source=_source(tree["source"], assembler, sink.database),
         assembler=assembler,
         dead_letter=_dead_letter(tree["dead-letter"]),
         starrocks=sink,
@@ -219,7 +234,9 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
     )
 
 
-def _source(section: Mapping[str, Any]) -> SourceSettings:
+def _source(
+    section: Mapping[str, Any], assembler: AssemblerSettings, database: str
+) -> SourceSettings:
     _check_keys(section, DEFAULTS["source"], "source")
     fmt = _str(section, "source", "format")
     if fmt != "kafka":
@@ -248,7 +265,25 @@ def _source(section: Mapping[str, Any]) -> SourceSettings:
         if not key.startswith("kafka."):
             msg = f"source.options.{key}: only kafka.* client settings are passed through"
             raise ConfigError(msg)
+    envelope = _str(section, "source", "envelope")
+    if envelope not in ("txn", "debezium"):
+        msg = f"source.envelope={envelope!r}: expected txn or debezium"
+        raise ConfigError(msg)
+    debezium_options = _string_map(section["debezium"], "source.debezium")
+    debezium = None
+    if envelope == "debezium":
+        debezium_options.setdefault("database", database)
+        try:
+            debezium = DebeziumSettings.from_options(debezium_options, assembler)
+        except ConfigError as e:
+            msg = f"source.debezium: {e}"
+            raise ConfigError(msg) from e
+    elif debezium_options:
+        msg = "source.debezium.* is set but source.envelope is not debezium"
+        raise ConfigError(msg)
     return SourceSettings(
+        envelope="debezium" if envelope == "debezium" else "txn",
+        debezium=debezium,
         format="kafka",
         bootstrap_servers=bootstrap,
         topics=topics,

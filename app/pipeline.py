@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from app.assembly import assemble_transactions
+from app.assembly import assemble_debezium, assemble_transactions
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from assembler.output import KIND_REJECT, KIND_ROW
@@ -267,7 +267,11 @@ def start_query(
     spark.streams.addListener(listener)
     _LISTENERS.append(listener)
     source = events if events is not None else read_events(spark, config)
-    assembled = assemble_transactions(source, config.assembler)
+    if config.source.debezium is not None:
+        # Data topics + the transaction topic, assembled per source (docs/debezium.md).
+        assembled = assemble_debezium(source, config.source.debezium)
+    else:
+        assembled = assemble_transactions(source, config.assembler)
     rows = to_sink_rows(assembled, config)
     writer = (
         rows.writeStream.queryName(config.pipeline.name)

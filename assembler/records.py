@@ -18,3 +18,5 @@ class SourceRecord(NamedTuple):
     offset: int
     value: bytes | None
     timestamp_ms: int | None = None
+    #: The Kafka record key; only the Debezium path reads it (a delete's key columns).
+    key: bytes | None = None

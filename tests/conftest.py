@@ -19,4 +19,5 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.kafka",
     "tests.fixtures.starrocks",
+    "tests.fixtures.postgres",
 ]

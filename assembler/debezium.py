@@ -1,0 +1,886 @@
+"""Debezium transactions assembled across topics (DESIGN.md §7b), pure Python.
+
+Debezium writes each table to its own topic and the transaction boundaries to
+``<prefix>.transaction``: ``BEGIN``, then ``END`` with ``event_count`` and one count per
+``data_collection``; every data event carries ``transaction{id, total_order,
+data_collection_order}``. Topics are not ordered with each other, so one group sees every
+topic of a connector (the adapter groups by source) and:
+
+* a transaction is **complete** when its END has been applied and every data collection's
+  count (and the total) is met by distinct ``total_order`` values;
+* complete transactions are emitted **in END order** of the transaction topic (commit order):
+  an incomplete END at the head holds back the ones behind it;
+* each is emitted whole, in one call, rows in ``total_order``, numbered ``txn_seq`` (per
+  group, gap-free) and ``row_seq``;
+* ``c``/``u``/``r`` become an UPSERT of ``after``; ``d`` a DELETE with the key columns (the
+  fields of the Kafka record key, valued from ``before``); ``source.schema.table`` maps to a
+  target ``database.table``.
+
+Snapshot events (``op=r`` without a transaction block) belong to no transaction: each call
+emits those it received in chunks of at most ``snapshot-batch-rows`` rows, each chunk its own
+``txn_seq``, before the transactions it completes. In a topic every snapshot row precedes the
+streaming changes, and a transaction is emitted only after all its rows arrived, so a snapshot
+row is never applied after a later change of its table.
+
+Debezium's Postgres transaction id is ``<xid>:<LSN of the record carrying it>``: the LSN part
+differs between BEGIN, each data event and END. With ``txn-id=postgres`` (the default) a
+transaction is keyed by the xid, and the END's LSN (its commit position, increasing in commit
+order) is a watermark: an END at or below it is a Kafka Connect re-send (at-least-once after a
+worker crash) of a transaction already emitted, and it and its data events are dropped.
+Duplicated data events of a transaction not yet emitted are recognised by ``total_order``.
+
+Heartbeats (topic ``__debezium-heartbeat.*`` or a value without ``op``), tombstones (null
+value on a data topic), logical decoding messages (``op=m``) and schema-change records are
+skipped. Every other problem is a violation with a policy (``reject`` sends the whole
+transaction to the reject output; ``fail`` raises :class:`DebeziumAssemblyFailed` naming topic,
+partition, offset and transaction): see ``docs/debezium.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from assembler.exceptions import AssemblerError
+from assembler.machine import raw_value_text
+from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
+from assembler.records import SourceRecord
+from assembler.settings import AssemblerSettings, Policy, Violation, _parse_policy
+from common.errors import ConfigError, Terminal
+
+#: Debezium's marker for an unchanged TOASTed column it could not read (no old value in the
+#: WAL unless the table has REPLICA IDENTITY FULL).
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
+
+DEBEZIUM_STATE_VERSION = 1
+DEBEZIUM_STATE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("version", "int"),
+    ("blob", "binary"),
+)
+"""The group state: a version and one BINARY blob (ARRAY/MAP state fields crash Spark)."""
+
+#: Violations only this path has, with their ``on-error.<name>`` keys (the shared ones
+#: are :class:`~assembler.settings.Violation`).
+UNKNOWN_TABLE = "unknown-table"
+MISSING_METADATA = "missing-metadata"
+UNAVAILABLE = "unavailable-value"
+EXTRA_VIOLATIONS = (UNKNOWN_TABLE, MISSING_METADATA, UNAVAILABLE)
+
+_UPSERT_OPS = frozenset({"c", "u", "r"})
+_SKIPPED_OPS = frozenset({"m"})  # logical decoding messages: not row changes
+
+OPTION_KEYS: tuple[str, ...] = (
+    "transaction-topic",
+    "txn-id",
+    "database",
+    "snapshot-batch-rows",
+    "heartbeat-topic-prefix",
+    *(f"on-error.{v}" for v in EXTRA_VIOLATIONS),
+)
+"""Keys of :meth:`DebeziumSettings.from_options` besides ``table.<schema>.<table>``."""
+
+
+@dataclass(frozen=True)
+class DebeziumSettings:
+    """How Debezium records are read and mapped; frozen and picklable.
+
+    Attributes:
+        transaction_topic: ``<topic.prefix>.transaction`` (or ``topic.transaction``).
+        database: target database of tables the map does not name.
+        table_map: ``schema.table`` -> (database, table). When empty, every source table maps
+            to ``(database, table)``; when not empty, a table it does not name is an
+            ``unknown-table`` violation.
+        txn_id: ``postgres`` (key by the xid before the ``:``) or ``exact``.
+        snapshot_batch_rows: the largest chunk of snapshot rows emitted as one unit.
+        heartbeat_topic_prefix: topics starting with it are heartbeats.
+        policies: ``unknown-table``, ``missing-metadata``, ``unavailable-value`` -> policy.
+        core: shared policies and limits (``txn-timeout``, ``max-txn-rows``, ...).
+    """
+
+    transaction_topic: str
+    database: str
+    table_map: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    txn_id: Literal["postgres", "exact"] = "postgres"
+    snapshot_batch_rows: int = 10_000
+    heartbeat_topic_prefix: str = "__debezium-heartbeat"
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    core: AssemblerSettings = field(default_factory=AssemblerSettings)
+
+    def __post_init__(self) -> None:
+        if not self.transaction_topic:
+            msg = "debezium transaction-topic: required (<topic.prefix>.transaction)"
+            raise ConfigError(msg)
+        if self.snapshot_batch_rows <= 0:
+            msg = f"snapshot-batch-rows must be positive, got {self.snapshot_batch_rows}"
+            raise ConfigError(msg)
+        if self.txn_id not in ("postgres", "exact"):
+            msg = f"txn-id: {self.txn_id!r} is not postgres or exact"
+            raise ConfigError(msg)
+        object.__setattr__(self, "table_map", dict(self.table_map))
+        object.__setattr__(self, "policies", dict(self.policies))
+
+    def policy(self, violation: str) -> Policy:
+        """Policy of a shared or Debezium-only violation (``reject`` unless set)."""
+        if violation in EXTRA_VIOLATIONS:
+            return self.policies.get(violation, self.core.policy(Violation.UNDECODABLE))
+        return self.core.policy(Violation(violation))
+
+    def target(self, schema: str, table: str) -> tuple[str, str] | None:
+        """The target (database, table) of a source table; ``None`` when unknown."""
+        if not self.table_map:
+            return self.database, table
+        return self.table_map.get(f"{schema}.{table}")
+
+    @classmethod
+    def from_options(
+        cls, options: Mapping[str, str], core: AssemblerSettings | None = None
+    ) -> DebeziumSettings:
+        """Build from string options (the config's ``source.debezium.*``).
+
+        ``table.<schema>.<table>=<database>.<table>`` entries form the table map.
+
+        Raises:
+            ConfigError: an unknown key or invalid value, naming the key.
+        """
+        table_map: dict[str, tuple[str, str]] = {}
+        for key, value in options.items():
+            if key.startswith("table."):
+                source = key.removeprefix("table.")
+                db, sep, tbl = value.partition(".")
+                if not sep or not db or not tbl or source.count(".") != 1:
+                    msg = f"debezium {key}={value!r}: expected table.<schema>.<table>=<db>.<table>"
+                    raise ConfigError(msg)
+                table_map[source] = (db, tbl)
+            elif key not in OPTION_KEYS:
+                msg = f"unknown debezium option {key!r}; accepted: {', '.join(OPTION_KEYS)}"
+                raise ConfigError(msg)
+        try:
+            batch = int(options.get("snapshot-batch-rows", "10000"))
+        except ValueError:
+            msg = "snapshot-batch-rows: not an integer"
+            raise ConfigError(msg) from None
+        txn_id = options.get("txn-id", "postgres")
+        if txn_id not in ("postgres", "exact"):
+            msg = f"txn-id: {txn_id!r} is not postgres or exact"
+            raise ConfigError(msg)
+        return cls(
+            transaction_topic=options.get("transaction-topic", ""),
+            database=options.get("database", ""),
+            table_map=table_map,
+            txn_id="exact" if txn_id == "exact" else "postgres",
+            snapshot_batch_rows=batch,
+            heartbeat_topic_prefix=options.get("heartbeat-topic-prefix", "__debezium-heartbeat"),
+            policies={
+                v: _parse_policy(f"on-error.{v}", options[f"on-error.{v}"])
+                for v in EXTRA_VIOLATIONS
+                if f"on-error.{v}" in options
+            },
+            core=core or AssemblerSettings(),
+        )
+
+
+class DebeziumAssemblyFailed(AssemblerError, Terminal):  # noqa: N818 - mirrors AssemblyFailed
+    """A violation whose policy is ``fail``; names topic, partition, offset, transaction."""
+
+    def __init__(
+        self, violation: str, topic: str, partition: int, offset: int, txn: str | None, detail: str
+    ) -> None:
+        self.violation = violation
+        self.topic, self.partition, self.offset, self.txn = topic, partition, offset, txn
+        self.detail = detail
+        super().__init__(
+            f"{violation} at topic={topic} partition={partition} offset={offset} "
+            f"txn={txn if txn is not None else '-'}: {detail}. The policy on-error.{violation} "
+            "is 'fail', so the query stops here. Fix the source or set "
+            f"on-error.{violation}=reject to send such transactions to the reject output, then "
+            "restart: the query resumes from its checkpoint and re-reads this record."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.violation, self.topic, self.partition, self.offset, self.txn, self.detail),
+        )
+
+
+@dataclass(frozen=True)
+class DebeziumStep:
+    """Result of a call: outputs in emission order, the new state, the next timeout."""
+
+    outputs: list[OutputRow]
+    state: tuple[Any, ...]
+    timeout_at_ms: int | None
+
+
+# A buffered data event: [topic, partition, offset, collection, op, database, table, row,
+# ts_ms, bad] where bad is None or [violation, detail].
+_Row = list[Any]
+
+
+class _Decoded:
+    """What one record is, after decoding (kind: skip | data | snapshot | begin | end)."""
+
+    __slots__ = ("bad", "collection", "counts", "kind", "op", "order", "row", "target", "ts", "txn")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.txn: str | None = None
+        self.order = 0
+        self.collection = ""
+        self.op = ""
+        self.target: tuple[str, str] | None = None
+        self.row: str | None = None
+        self.ts: int | None = None
+        self.counts: dict[str, int] = {}
+        self.bad: list[str] | None = None
+
+
+class _Undecodable(Exception):  # noqa: N818 - internal control flow only
+    pass
+
+
+def _payload(value: bytes) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError as e:
+        msg = f"not JSON: {e}"
+        raise _Undecodable(msg) from None
+    if not isinstance(doc, dict):
+        msg = "not a JSON object"
+        raise _Undecodable(msg)
+    # JsonConverter with schemas.enable=true wraps every value as {schema, payload}.
+    if set(doc) == {"schema", "payload"}:
+        inner = doc["payload"]
+        if inner is None:
+            return {}
+        if not isinstance(inner, dict):
+            msg = "payload is not a JSON object"
+            raise _Undecodable(msg)
+        return inner
+    return doc
+
+
+def _key_fields(key: bytes | None) -> list[str] | None:
+    if key is None:
+        return None
+    try:
+        doc = _payload(key)
+    except _Undecodable:
+        return None
+    return list(doc) or None
+
+
+class DebeziumAssembler:
+    """Assembles Debezium transactions of one source (all its topics); see the module doc.
+
+    Stateless between calls (everything is in the state tuple); picklable.
+    """
+
+    def __init__(self, settings: DebeziumSettings) -> None:
+        self._settings = settings
+
+    @property
+    def settings(self) -> DebeziumSettings:
+        """The settings this assembler applies."""
+        return self._settings
+
+    def process(
+        self, state: tuple[Any, ...] | None, records: Iterable[SourceRecord], now_ms: int
+    ) -> DebeziumStep:
+        """Apply a call's records (any topics of the source, any order).
+
+        Raises:
+            DebeziumAssemblyFailed: a violation under policy ``fail`` (the state handed in
+                stays valid: the query restarts from its checkpoint).
+        """
+        run = _Run(self._settings, _load(state), now_ms)
+        run.apply(records)
+        run.check_timeouts()
+        return run.finish()
+
+    def expire(self, state: tuple[Any, ...], now_ms: int) -> DebeziumStep:
+        """The processing-time timeout: reject what waited ``txn-timeout`` or longer."""
+        run = _Run(self._settings, _load(state), now_ms)
+        run.check_timeouts()
+        return run.finish()
+
+
+def _load(state: tuple[Any, ...] | None) -> dict[str, Any]:
+    if state is None:
+        return {
+            "offsets": {},
+            "seq": 0,
+            "wm": -1,
+            "begins": {},
+            "pending": {},
+            "ends": [],
+            "rejected": {},
+            "dropping": {},
+        }
+    version, blob = state
+    if version != DEBEZIUM_STATE_VERSION:
+        msg = f"Debezium assembler state version {version} is not {DEBEZIUM_STATE_VERSION}"
+        raise AssemblerError(msg)
+    loaded: dict[str, Any] = orjson.loads(blob)
+    return loaded
+
+
+class _Run:
+    def __init__(self, settings: DebeziumSettings, st: dict[str, Any], now_ms: int) -> None:
+        self.s = settings
+        self.st = st
+        self.now = now_ms
+        self.out: list[OutputRow] = []
+        self.snapshot: list[_Row] = []
+        self.current_key: bytes | None = None
+
+    # -- decoding -------------------------------------------------------------------------
+
+    def txn_key(self, txn_id: str) -> str:
+        if self.s.txn_id == "postgres":
+            return txn_id.split(":", 1)[0]
+        return txn_id
+
+    def commit_lsn(self, txn_id: str) -> int | None:
+        if self.s.txn_id != "postgres":
+            return None
+        _, sep, lsn = txn_id.partition(":")
+        return int(lsn) if sep and lsn.isdigit() else None
+
+    def decode(self, rec: SourceRecord) -> _Decoded:
+        if rec.topic.startswith(self.s.heartbeat_topic_prefix):
+            return _Decoded("skip")
+        if rec.value is None:
+            return _Decoded("skip")  # tombstone after a delete (log compaction)
+        doc = _payload(rec.value)
+        if rec.topic == self.s.transaction_topic:
+            return self.decode_marker(doc)
+        if "op" not in doc:
+            # Heartbeat ({ts_ms}) or a schema-change record ({ddl, ...}): no row change.
+            return _Decoded("skip")
+        op = doc["op"]
+        if op in _SKIPPED_OPS:
+            return _Decoded("skip")
+        source = doc.get("source")
+        if not isinstance(source, dict) or not isinstance(op, str):
+            msg = "data event without a source block or op"
+            raise _Undecodable(msg)
+        schema, table = source.get("schema"), source.get("table")
+        if not isinstance(schema, str) or not isinstance(table, str):
+            msg = "data event without source.schema/source.table"
+            raise _Undecodable(msg)
+        ev = _Decoded("data")
+        ev.collection = f"{schema}.{table}"
+        ev.ts = source.get("ts_ms") if isinstance(source.get("ts_ms"), int) else None
+        txn = doc.get("transaction")
+        if isinstance(txn, dict):
+            tid, order = txn.get("id"), txn.get("total_order")
+            if not isinstance(tid, str) or not tid or not isinstance(order, int):
+                msg = "transaction block without id/total_order"
+                raise _Undecodable(msg)
+            ev.txn, ev.order = self.txn_key(tid), order
+        elif txn is not None:
+            msg = "transaction is not an object"
+            raise _Undecodable(msg)
+        elif op == "r":
+            ev.kind = "snapshot"
+        else:
+            ev.kind = "orphan"
+            return ev
+        ev.target = self.s.target(schema, table)
+        if ev.target is None:
+            ev.bad = [UNKNOWN_TABLE, f"source table {schema}.{table} is not in the table map"]
+            return ev
+        if op in _UPSERT_OPS:
+            after = doc.get("after")
+            if not isinstance(after, dict):
+                msg = f"op {op!r} without an 'after' object"
+                raise _Undecodable(msg)
+            toast = sorted(k for k, v in after.items() if v == UNAVAILABLE_VALUE)
+            if toast:
+                ev.bad = [
+                    UNAVAILABLE,
+                    f"column(s) {', '.join(toast)} of {schema}.{table} carry Debezium's "
+                    f"unchanged-TOAST placeholder; applying it would overwrite a real value. "
+                    f"ALTER TABLE {schema}.{table} REPLICA IDENTITY FULL gives Debezium the value",
+                ]
+            ev.op, ev.row = "UPSERT", orjson.dumps(after).decode()
+        elif op == "d":
+            before = doc.get("before")
+            if not isinstance(before, dict):
+                msg = "delete without a 'before' object"
+                raise _Undecodable(msg)
+            keys = _key_fields(self.current_key) or [k for k, v in before.items() if v is not None]
+            ev.op = "DELETE"
+            ev.row = orjson.dumps({k: before.get(k) for k in keys}).decode()
+        else:
+            msg = f"unsupported op {op!r} (only c, u, r, d are applied)"
+            raise _Undecodable(msg)
+        return ev
+
+    def decode_marker(self, doc: dict[str, Any]) -> _Decoded:
+        status, tid = doc.get("status"), doc.get("id")
+        if status not in ("BEGIN", "END") or not isinstance(tid, str) or not tid:
+            msg = "transaction marker without status BEGIN/END and id"
+            raise _Undecodable(msg)
+        ev = _Decoded("begin" if status == "BEGIN" else "end")
+        ev.txn = tid
+        ev.ts = doc.get("ts_ms") if isinstance(doc.get("ts_ms"), int) else None
+        if status == "END":
+            count, collections = doc.get("event_count"), doc.get("data_collections")
+            if not isinstance(count, int) or not isinstance(collections, list):
+                msg = "END without event_count/data_collections"
+                raise _Undecodable(msg)
+            ev.order = count
+            for c in collections:
+                if not isinstance(c, dict) or not isinstance(c.get("event_count"), int):
+                    msg = "END with a malformed data_collections entry"
+                    raise _Undecodable(msg)
+                ev.counts[str(c.get("data_collection"))] = int(c["event_count"])
+        return ev
+
+    # -- applying -------------------------------------------------------------------------
+
+    def apply(self, records: Iterable[SourceRecord]) -> None:
+        offsets: dict[str, int] = self.st["offsets"]
+        txn_topic = self.s.transaction_topic
+        # Data topics first, then the transaction topic: an END then finds every data event
+        # of this call already buffered. Within a topic-partition, offset order.
+        ordered = sorted(
+            records, key=lambda r: (r.topic == txn_topic, r.topic, r.partition, r.offset)
+        )
+        for rec in ordered:
+            tp = f"{rec.topic}\x00{rec.partition}"
+            if rec.offset <= offsets.get(tp, -1):
+                continue  # replay of an applied record
+            self.current_key = rec.key
+            try:
+                ev = self.decode(rec)
+            except _Undecodable as e:
+                self.reject_alone("undecodable", rec, None, f"record cannot be used: {e}")
+            else:
+                self.on_event(rec, ev)
+            offsets[tp] = rec.offset
+        self.emit_snapshot()
+        self.drain()
+
+    def on_event(self, rec: SourceRecord, ev: _Decoded) -> None:
+        kind = ev.kind
+        if kind == "skip":
+            return
+        if kind == "snapshot":
+            if ev.bad is not None:
+                self.reject_alone(ev.bad[0], rec, ev, ev.bad[1])
+                return
+            self.snapshot.append(self.row_of(rec, ev))
+        elif kind == "orphan":
+            self.reject_alone(
+                MISSING_METADATA,
+                rec,
+                ev,
+                f"{ev.collection} change at offset {rec.offset} has no transaction block: is "
+                "provide.transaction.metadata=true on the connector?",
+            )
+        elif kind == "data":
+            self.on_data(rec, ev)
+        elif kind == "begin":
+            assert ev.txn is not None
+            key = self.txn_key(ev.txn)
+            if key not in self.st["rejected"] and key not in self.st["dropping"]:
+                self.st["begins"].setdefault(key, [rec.offset, self.now, ev.ts])
+        else:
+            self.on_end(rec, ev)
+
+    def row_of(self, rec: SourceRecord, ev: _Decoded) -> _Row:
+        # An unknown table has no target: its reject row names the source table instead.
+        database, table = ev.target if ev.target is not None else (None, ev.collection)
+        return [
+            rec.topic,
+            rec.partition,
+            rec.offset,
+            ev.collection,
+            ev.op,
+            database,
+            table,
+            ev.row,
+            ev.ts,
+            ev.bad,
+        ]
+
+    def on_data(self, rec: SourceRecord, ev: _Decoded) -> None:
+        assert ev.txn is not None
+        key = ev.txn  # already the transaction key (decode)
+        dropping = self.st["dropping"].get(key)
+        if dropping is not None:
+            dropping[0] -= 1  # a re-sent event of a transaction already emitted
+            if dropping[0] <= 0:
+                del self.st["dropping"][key]
+            return
+        rejected = self.st["rejected"].get(key)
+        if rejected is not None:
+            self.reject_follow_up(key, rejected, rec, ev)
+            return
+        pending = self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
+        rows = pending["rows"]
+        order = str(ev.order)
+        if order in rows:
+            return  # duplicate (Kafka Connect re-send): total_order is unique per transaction
+        rows[order] = self.row_of(rec, ev)
+        if ev.bad is not None:
+            # Unknown table or TOAST placeholder: the whole transaction goes, now.
+            self.reject_txn(key, ev.bad[0], rec, ev.bad[1])
+        elif len(rows) > self.s.core.max_txn_rows:
+            self.reject_txn(
+                key,
+                Violation.TXN_TOO_LARGE.value,
+                rec,
+                f"transaction {key} reached {len(rows)} data events at {rec.topic}:{rec.offset} "
+                f"(max-txn-rows={self.s.core.max_txn_rows}); rejected now to bound memory",
+            )
+
+    def on_end(self, rec: SourceRecord, ev: _Decoded) -> None:
+        assert ev.txn is not None
+        key = self.txn_key(ev.txn)
+        lsn = self.commit_lsn(ev.txn)
+        if lsn is not None and lsn <= self.st["wm"]:
+            # Re-sent END of a transaction already emitted: drop it and its data events.
+            buffered = len(self.st["pending"].pop(key, {"rows": {}})["rows"])
+            self.st["begins"].pop(key, None)
+            if ev.order - buffered > 0:
+                self.st["dropping"][key] = [ev.order - buffered, self.now]
+            return
+        if any(e["key"] == key for e in self.st["ends"]):
+            return  # a re-sent END of a transaction still waiting for its data
+        rejected = self.st["rejected"].get(key)
+        if rejected is not None:
+            self.reject_follow_up(key, rejected, rec, ev)
+            rejected[1] = ev.order - rejected[5]  # data events still to come
+            if rejected[1] <= 0:
+                del self.st["rejected"][key]
+            return
+        begin = self.st["begins"].pop(key, None)
+        entry = {
+            "key": key,
+            "id": ev.txn,
+            "topic": rec.topic,
+            "partition": rec.partition,
+            "offset": rec.offset,
+            "count": ev.order,
+            "counts": ev.counts,
+            "at": self.now,
+            "ts": ev.ts,
+            "begin": begin[0] if begin else None,
+            "lsn": lsn,
+        }
+        self.st["ends"].append(entry)
+        if begin is None:
+            self.violate(
+                Violation.NO_BEGIN.value,
+                rec,
+                key,
+                f"END of transaction {ev.txn!r} at offset {rec.offset} without a BEGIN",
+            )
+            entry["bad"] = [Violation.NO_BEGIN.value, "END without a BEGIN"]
+
+    # -- emission -------------------------------------------------------------------------
+
+    def emit_snapshot(self) -> None:
+        rows, n = self.snapshot, self.s.snapshot_batch_rows
+        for start in range(0, len(rows), n):
+            chunk = rows[start : start + n]
+            first = chunk[0]
+            self.emit_rows(
+                f"snapshot:{first[0]}:{first[1]}:{first[2]}",
+                chunk,
+                first[0],
+                first[1],
+                first[2],
+                chunk[-1][2],
+                chunk[-1][8],
+            )
+        self.snapshot = []
+
+    def drain(self) -> None:
+        ends: list[dict[str, Any]] = self.st["ends"]
+        while ends:
+            head = ends[0]
+            key = head["key"]
+            rows = self.st["pending"].get(key, {"rows": {}})["rows"]
+            counts: dict[str, int] = {}
+            for row in rows.values():
+                counts[row[3]] = counts.get(row[3], 0) + 1
+            want = {c: n for c, n in head["counts"].items() if n}
+            over = any(n > want.get(c, 0) for c, n in counts.items())
+            if len(rows) < head["count"] and not over:
+                return  # not complete yet: everything behind it waits (commit order)
+            ends.pop(0)
+            self.st["pending"].pop(key, None)
+            ordered = [rows[k] for k in sorted(rows, key=int)]
+            if head["lsn"] is not None:
+                self.st["wm"] = max(self.st["wm"], head["lsn"])
+            bad = head.get("bad")
+            if bad is None and (len(rows) != head["count"] or counts != want):
+                bad = [
+                    Violation.EVENT_COUNT_MISMATCH.value,
+                    f"END of transaction {head['id']!r} at offset {head['offset']} says "
+                    f"event_count={head['count']} {want}, received {len(rows)} {counts}",
+                ]
+                self.violate_at(
+                    bad[0], head["topic"], head["partition"], head["offset"], key, bad[1]
+                )
+            if bad is not None:
+                self.reject_rows(key, ordered, head, f"{bad[0]}: {bad[1]}")
+                continue
+            self.emit_rows(
+                key,
+                ordered,
+                head["topic"],
+                head["partition"],
+                head["begin"] if head["begin"] is not None else head["offset"],
+                head["offset"],
+                head["ts"],
+            )
+
+    def emit_rows(
+        self,
+        txn: str,
+        rows: list[_Row],
+        topic: str,
+        partition: int,
+        first: int,
+        last: int,
+        ts: int | None,
+    ) -> None:
+        if not rows:
+            return  # an empty transaction consumes no txn_seq
+        self.st["seq"] += 1
+        seq = self.st["seq"]
+        end = len(rows) - 1
+        self.out.extend(
+            OutputRow(
+                KIND_ROW,
+                topic,
+                partition,
+                txn,
+                seq,
+                i,
+                r[5],
+                r[6],
+                r[4],
+                r[7],
+                i == end,
+                first,
+                last,
+                ts,
+                None,
+            )
+            for i, r in enumerate(rows)
+        )
+
+    # -- violations -----------------------------------------------------------------------
+
+    def violate_at(
+        self, v: str, topic: str, partition: int, offset: int, txn: str | None, detail: str
+    ) -> None:
+        if self.s.policy(v) is Policy.FAIL:
+            raise DebeziumAssemblyFailed(v, topic, partition, offset, txn, detail)
+
+    def violate(self, v: str, rec: SourceRecord, txn: str | None, detail: str) -> None:
+        self.violate_at(v, rec.topic, rec.partition, rec.offset, txn, detail)
+
+    def reject_alone(self, v: str, rec: SourceRecord, ev: _Decoded | None, detail: str) -> None:
+        txn = ev.txn if ev is not None else None
+        self.violate(v, rec, txn, detail)
+        self.out.append(
+            OutputRow(
+                KIND_REJECT,
+                rec.topic,
+                rec.partition,
+                txn,
+                None,
+                0,
+                None,
+                None,
+                None,
+                raw_value_text(rec.value),
+                False,
+                rec.offset,
+                rec.offset,
+                None,
+                f"{v}: {detail} (topic={rec.topic} partition={rec.partition} offset={rec.offset})",
+            )
+        )
+
+    def reject_txn(self, key: str, v: str, rec: SourceRecord, detail: str) -> None:
+        """Reject a transaction now: its buffered rows, and later events as they arrive."""
+        self.violate(v, rec, key, detail)
+        reason = f"{v}: {detail}"
+        pending = self.st["pending"].pop(key, {"rows": {}})["rows"]
+        ordered = [pending[k] for k in sorted(pending, key=int)]
+        self.st["begins"].pop(key, None)
+        self.reject_rows(key, ordered, None, reason)
+        # [reason, data events still expected (-1 = unknown until END), since, first offset,
+        #  next row_seq, data events rejected]
+        self.st["rejected"][key] = [reason, -1, self.now, rec.offset, len(ordered), len(ordered)]
+
+    def reject_rows(
+        self, key: str, rows: list[_Row], end: dict[str, Any] | None, reason: str
+    ) -> None:
+        first = rows[0][2] if rows else (end["offset"] if end else -1)
+        for i, r in enumerate(rows):
+            self.out.append(
+                OutputRow(
+                    KIND_REJECT,
+                    r[0],
+                    r[1],
+                    key,
+                    None,
+                    i,
+                    r[5],
+                    r[6],
+                    r[4],
+                    r[7],
+                    False,
+                    first,
+                    r[2],
+                    r[8],
+                    reason,
+                )
+            )
+        if end is not None:
+            self.out.append(
+                OutputRow(
+                    KIND_REJECT,
+                    end["topic"],
+                    end["partition"],
+                    key,
+                    None,
+                    len(rows),
+                    None,
+                    None,
+                    None,
+                    json.dumps({"status": "END", "id": end["id"]}),
+                    True,
+                    first,
+                    end["offset"],
+                    end["ts"],
+                    reason,
+                )
+            )
+
+    def reject_follow_up(
+        self, key: str, rejected: list[Any], rec: SourceRecord, ev: _Decoded
+    ) -> None:
+        reason = f"{rejected[0]} (later event of rejected transaction {key})"
+        is_end = ev.kind == "end"
+        self.out.append(
+            OutputRow(
+                KIND_REJECT,
+                rec.topic,
+                rec.partition,
+                key,
+                None,
+                rejected[4],
+                ev.target[0] if ev.target else None,
+                ev.target[1] if ev.target else None,
+                ev.op or None,
+                ev.row if ev.row is not None else raw_value_text(rec.value),
+                is_end,
+                rejected[3],
+                rec.offset,
+                ev.ts,
+                reason,
+            )
+        )
+        rejected[4] += 1
+        if not is_end:
+            rejected[5] += 1
+            if rejected[1] > 0:
+                rejected[1] -= 1
+                if rejected[1] == 0:
+                    del self.st["rejected"][key]
+
+    # -- timeouts -------------------------------------------------------------------------
+
+    def check_timeouts(self) -> None:
+        limit = self.s.core.txn_timeout_ms
+        ends: list[dict[str, Any]] = self.st["ends"]
+        while ends and self.now - ends[0]["at"] >= limit:
+            head = ends.pop(0)
+            key = head["key"]
+            pending = self.st["pending"].pop(key, {"rows": {}})["rows"]
+            detail = (
+                f"END of transaction {head['id']!r} at {head['topic']}:{head['partition']}:"
+                f"{head['offset']} waited {self.now - head['at']} ms for its data events "
+                f"(event_count={head['count']}, received {len(pending)}); txn-timeout is "
+                f"{limit} ms"
+            )
+            self.violate_at(
+                Violation.TXN_TIMEOUT.value,
+                head["topic"],
+                head["partition"],
+                head["offset"],
+                key,
+                detail,
+            )
+            ordered = [pending[k] for k in sorted(pending, key=int)]
+            self.reject_rows(key, ordered, head, f"txn-timeout: {detail}")
+            missing = head["count"] - len(ordered)
+            if missing > 0:
+                self.st["rejected"][key] = [
+                    f"txn-timeout: {detail}",
+                    missing,
+                    self.now,
+                    head["offset"],
+                    len(ordered) + 1,
+                    len(ordered),
+                ]
+        for key in [k for k, p in self.st["pending"].items() if self.now - p["since"] >= limit]:
+            if any(e["key"] == key for e in ends):
+                continue  # its END is queued: the END's own clock decides
+            rows = self.st["pending"][key]["rows"]
+            first = rows[min(rows, key=int)]
+            detail = (
+                f"data events of transaction {key} waited "
+                f"{self.now - self.st['pending'][key]['since']} ms without an END on "
+                f"{self.s.transaction_topic}; txn-timeout is {limit} ms"
+            )
+            self.violate_at(Violation.TXN_TIMEOUT.value, first[0], first[1], first[2], key, detail)
+            ordered = [rows[k] for k in sorted(rows, key=int)]
+            del self.st["pending"][key]
+            self.st["begins"].pop(key, None)
+            self.reject_rows(key, ordered, None, f"txn-timeout: {detail}")
+            self.st["rejected"][key] = [
+                f"txn-timeout: {detail}",
+                -1,
+                self.now,
+                first[2],
+                len(ordered),
+                len(ordered),
+            ]
+        # Bookkeeping of rejected / dropped transactions is bounded by the same clock.
+        for name in ("rejected", "dropping"):
+            table = self.st[name]
+            since = 2 if name == "rejected" else 1
+            for key in [k for k, v in table.items() if self.now - v[since] >= 2 * limit]:
+                del table[key]
+
+    # -- result ---------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        limit = self.s.core.txn_timeout_ms
+        times = [e["at"] for e in self.st["ends"][:1]]
+        times += [p["since"] for p in self.st["pending"].values()]
+        times += [v[2] for v in self.st["rejected"].values()]
+        times += [v[1] for v in self.st["dropping"].values()]
+        if not times:
+            return None
+        return int(min(times)) + limit
+
+    def finish(self) -> DebeziumStep:
+        state = (DEBEZIUM_STATE_VERSION, orjson.dumps(self.st))
+        return DebeziumStep(self.out, state, self.next_deadline())

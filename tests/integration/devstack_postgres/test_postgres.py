@@ -1,0 +1,80 @@
+"""devstack.postgres: a real PostgreSQL from the Debian binaries, fresh data dir, by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from devstack.postgres import PostgresServer, PostgresStartError, find_pg_bin, start_postgres
+from devstack.ready import read_ready_line
+
+pytestmark = pytest.mark.integration
+
+
+def test_server_is_logical_and_reachable_over_tcp_and_socket(
+    postgres_server: PostgresServer,
+) -> None:
+    handle = postgres_server.handle
+    with psycopg.connect(handle.conninfo()) as conn:
+        assert conn.execute("SHOW wal_level").fetchone() == ("logical",)
+        assert int(conn.execute("SHOW port").fetchone()[0]) == handle.port
+        major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
+    assert major == int(find_pg_bin().parent.name)
+    assert (handle.socket_dir / f".s.PGSQL.{handle.port}").is_socket()
+    with psycopg.connect(host=str(handle.socket_dir), port=handle.port, user="postgres") as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_restart_keeps_data_and_port(tmp_path: Path) -> None:
+    first = start_postgres(tmp_path / "pg")
+    try:
+        with psycopg.connect(first.conninfo(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (id int primary key)")
+            conn.execute("INSERT INTO kept VALUES (7)")
+    finally:
+        first.stop()
+    assert not first.is_running()
+    second = start_postgres(tmp_path / "pg")
+    try:
+        assert second.port == first.port
+        assert second.pid != first.pid
+        with psycopg.connect(second.conninfo()) as conn:
+            assert conn.execute("SELECT id FROM kept").fetchall() == [(7,)]
+    finally:
+        second.stop()
+
+
+def test_cli_prints_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devstack.postgres", "--data-dir", str(tmp_path / "pg")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        line = read_ready_line(proc, 90, "postgres CLI", RuntimeError)
+        fields = dict(f.split("=", 1) for f in line.split()[1:])
+        assert line.startswith("READY ")
+        pid = int(fields["pid"])
+        with psycopg.connect(f"host={fields['host']} port={fields['port']} user=postgres") as c:
+            assert c.execute("SHOW wal_level").fetchone() == ("logical",)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_pg_bin_override_must_hold_binaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PG_BIN", str(tmp_path))
+    with pytest.raises(PostgresStartError, match="no postgres/initdb"):
+        find_pg_bin()

@@ -1,0 +1,315 @@
+"""The Debezium core: transactions assembled across topics, commit order, every policy."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any
+
+import pytest
+
+from assembler.debezium import (
+    DebeziumAssembler,
+    DebeziumAssemblyFailed,
+    DebeziumSettings,
+    DebeziumStep,
+)
+from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
+from assembler.records import SourceRecord
+from assembler.settings import AssemblerSettings, Policy, Violation
+from common.errors import ConfigError
+from tests.unit.assembler.dbz_builders import ITEMS, ORDERS, TXN_TOPIC, Source, settings
+
+pytestmark = pytest.mark.unit
+
+
+def run(
+    asm: DebeziumAssembler, calls: list[list[SourceRecord]], now: int = 0
+) -> tuple[list[OutputRow], Any]:
+    state = None
+    out: list[OutputRow] = []
+    for records in calls:
+        step = asm.process(state, records, now)
+        out += step.outputs
+        state = step.state
+    return out, state
+
+
+def order_txn(src: Source, xid: int, lsn: int, oid: int) -> list[SourceRecord]:
+    """BEGIN, an order, two items, END (in the order Debezium writes them)."""
+    return [
+        src.begin(xid, lsn),
+        src.change(ORDERS, "c", {"order_id": oid, "n": 2}, xid, 1, lsn + 1),
+        src.change(ITEMS, "c", {"order_id": oid, "line": 1}, xid, 2, lsn + 2),
+        src.change(ITEMS, "c", {"order_id": oid, "line": 2}, xid, 3, lsn + 3),
+        src.end(xid, lsn + 4, {"orders": 1, "order_items": 2}),
+    ]
+
+
+def rows(out: list[OutputRow]) -> list[OutputRow]:
+    return [o for o in out if o.kind == KIND_ROW]
+
+
+def test_whole_transaction_in_total_order_once_end_and_counts_are_met() -> None:
+    src = Source()
+    asm = DebeziumAssembler(settings())
+    b, o, i1, i2, e = order_txn(src, 700, 100, 1)
+    # The transaction topic and the orders topic first: not complete, nothing comes out.
+    out, state = run(asm, [[e, o, b]])
+    assert out == []
+    step = asm.process(state, [i2, i1], 0)
+    got = step.outputs
+    assert [(r.table, json.loads(r.row)) for r in got] == [
+        ("orders", {"order_id": 1, "n": 2}),
+        ("order_items", {"order_id": 1, "line": 1}),
+        ("order_items", {"order_id": 1, "line": 2}),
+    ]
+    assert {r.kind for r in got} == {KIND_ROW}
+    assert [r.txn_seq for r in got] == [1, 1, 1]
+    assert [r.row_seq for r in got] == [0, 1, 2]
+    assert [r.is_txn_end for r in got] == [False, False, True]
+    assert {(r.database, r.op, r.txn_id, r.topic) for r in got} == {
+        ("demo", "UPSERT", "700", TXN_TOPIC)
+    }
+    assert (got[0].first_offset, got[0].last_offset) == (b.offset, e.offset)
+    assert step.timeout_at_ms is None
+
+
+def test_commit_order_is_end_order_even_when_a_later_transaction_completes_first() -> None:
+    src = Source()
+    asm = DebeziumAssembler(settings())
+    # 701 changes an item only, 702 an order only; 702 is complete first.
+    b1 = src.begin(701, 100)
+    e1 = src.end(701, 102, {"order_items": 1})
+    b2 = src.begin(702, 200)
+    o2 = src.change(ORDERS, "u", {"order_id": 2}, 702, 1, 201)
+    e2 = src.end(702, 202, {"orders": 1})
+    i1 = src.change(ITEMS, "c", {"order_id": 1, "line": 1}, 701, 1, 101)
+    out, state = run(asm, [[b1, e1, b2, o2, e2]])
+    assert out == []
+    step = asm.process(state, [i1], 0)
+    assert [(r.txn_id, r.txn_seq) for r in step.outputs] == [("701", 1), ("702", 2)]
+
+
+def test_update_delete_and_key_columns() -> None:
+    src = Source()
+    asm = DebeziumAssembler(settings())
+    records = [
+        src.begin(703, 10),
+        src.change(ORDERS, "u", {"order_id": 1, "n": 3}, 703, 1, 11),
+        src.change(
+            ITEMS,
+            "d",
+            {"order_id": 1, "line": 2, "qty": None},
+            703,
+            2,
+            12,
+            key={"order_id": 1, "line": 2},
+        ),
+        src.end(703, 13, {"orders": 1, "order_items": 1}),
+    ]
+    out, _ = run(asm, [records])
+    assert [(r.op, r.table, json.loads(r.row)) for r in out] == [
+        ("UPSERT", "orders", {"order_id": 1, "n": 3}),
+        ("DELETE", "order_items", {"order_id": 1, "line": 2}),
+    ]
+
+
+def test_table_map_and_unknown_table() -> None:
+    src = Source()
+    mapped = settings(
+        table_map={"public.orders": ("sr", "orders_t"), "public.order_items": ("sr", "items_t")}
+    )
+    out, _ = run(DebeziumAssembler(mapped), [order_txn(src, 704, 10, 1)])
+    assert {(r.database, r.table) for r in out} == {("sr", "orders_t"), ("sr", "items_t")}
+
+    only_orders = settings(table_map={"public.orders": ("sr", "orders_t")})
+    src = Source()
+    out, _ = run(DebeziumAssembler(only_orders), [order_txn(src, 705, 10, 1)])
+    assert rows(out) == []
+    rejects = [r for r in out if r.kind == KIND_REJECT]
+    assert len(rejects) == 4  # the order, two items, the END: the whole transaction
+    assert all(r.reason.startswith("unknown-table:") for r in rejects)
+    assert {r.txn_id for r in rejects} == {"705"}
+
+
+def test_toast_placeholder_never_overwrites_a_value() -> None:
+    src = Source()
+    records = order_txn(src, 706, 10, 1)
+    records[1] = src.change(
+        ORDERS, "u", {"order_id": 1, "note": "__debezium_unavailable_value"}, 706, 1, 11
+    )
+    out, _ = run(DebeziumAssembler(settings()), [records])
+    assert rows(out) == []
+    assert {r.reason.split(":")[0] for r in out} == {"unavailable-value"}
+    assert "REPLICA IDENTITY FULL" in out[0].reason
+
+    failing = settings(policies={"unavailable-value": Policy.FAIL})
+    with pytest.raises(DebeziumAssemblyFailed) as info:
+        run(DebeziumAssembler(failing), [records])
+    message = str(info.value)
+    assert f"topic={ORDERS} partition=0 offset={records[1].offset} txn=706" in message
+    assert pickle.loads(pickle.dumps(info.value)).offset == records[1].offset
+
+
+def test_heartbeats_tombstones_schema_changes_and_messages_are_skipped() -> None:
+    src = Source()
+    noise = [
+        src.record("__debezium-heartbeat.shop", {"ts_ms": 1}),
+        src.record(ORDERS, None, {"order_id": 9}),  # tombstone
+        src.record("shop", {"ddl": "ALTER TABLE ...", "source": {}}),
+        src.change(ORDERS, "m", {}, 1),
+    ]
+    out, state = run(DebeziumAssembler(settings()), [[*noise, *order_txn(src, 707, 10, 1)]])
+    assert len(rows(out)) == 3
+    assert all(r.kind == KIND_ROW for r in out)
+    assert DebeziumAssembler(settings()).process(state, noise, 0).outputs == []
+
+
+def test_snapshot_rows_come_in_bounded_chunks_before_transactions() -> None:
+    src = Source()
+    snap = [src.change(ORDERS, "r", {"order_id": n}, None) for n in range(5)]
+    asm = DebeziumAssembler(settings(snapshot_batch_rows=2))
+    out, _ = run(asm, [[*order_txn(src, 708, 10, 9), *snap]])
+    assert [(r.txn_seq, json.loads(r.row)["order_id"]) for r in out] == [
+        (1, 0),
+        (1, 1),
+        (2, 2),
+        (2, 3),
+        (3, 4),
+        (4, 9),
+        (4, 9),
+        (4, 9),
+    ]
+    assert [r.is_txn_end for r in out[:5]] == [False, True, False, True, True]
+
+
+def test_end_without_begin_rejects_the_transaction() -> None:
+    src = Source()
+    _begin, *rest = order_txn(src, 709, 10, 1)
+    out, _ = run(DebeziumAssembler(settings()), [rest])
+    assert rows(out) == []
+    assert len(out) == 4
+    assert all(r.reason.startswith("no-begin:") for r in out)
+    with pytest.raises(DebeziumAssemblyFailed, match=r"no-begin at topic=shop\.transaction"):
+        run(
+            DebeziumAssembler(
+                settings(core=AssemblerSettings(policies={Violation.NO_BEGIN: Policy.FAIL}))
+            ),
+            [rest],
+        )
+
+
+def test_missing_metadata_and_undecodable_name_topic_and_offset() -> None:
+    src = Source()
+    orphan = src.change(ORDERS, "u", {"order_id": 1}, None)
+    garbage = src.record(ITEMS, b"{not json")
+    bad_marker = src.record(TXN_TOPIC, {"status": "MAYBE", "id": "1:1"})
+    out, _ = run(DebeziumAssembler(settings()), [[orphan, garbage, bad_marker]])
+    assert [r.reason.split(":")[0] for r in out] == [
+        "undecodable",
+        "missing-metadata",
+        "undecodable",
+    ]
+    items, orders, marker = out  # data topics in name order, then the transaction topic
+    assert f"topic={ITEMS} partition=0 offset={garbage.offset}" in items.reason
+    assert items.row == "{not json"
+    assert (orders.topic, orders.last_offset) == (ORDERS, orphan.offset)
+    assert f"topic={TXN_TOPIC} partition=0 offset={bad_marker.offset}" in marker.reason
+
+
+def test_counts_that_never_complete_time_out_and_late_events_follow() -> None:
+    src = Source()
+    b, o, i1, i2, e = order_txn(src, 710, 10, 1)
+    nxt = order_txn(src, 711, 100, 2)
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [b, o, e], 1_000)
+    assert step.outputs == []
+    assert step.timeout_at_ms == 11_000
+    early = asm.expire(step.state, 10_999)
+    assert early.outputs == []
+    late = asm.expire(step.state, 11_000)
+    assert [r.kind for r in late.outputs] == [KIND_REJECT, KIND_REJECT]
+    assert all(r.reason.startswith("txn-timeout:") for r in late.outputs)
+    assert late.outputs[-1].is_txn_end
+    # The missing items arrive afterwards: rejected too, not buffered; the next txn flows.
+    after = asm.process(late.state, [i1, i2, *nxt], 12_000)
+    assert [r.kind for r in after.outputs[:2]] == [KIND_REJECT, KIND_REJECT]
+    assert [r.txn_id for r in rows(after.outputs)] == ["711"] * 3
+    assert rows(after.outputs)[0].txn_seq == 1
+
+
+def test_more_events_than_the_end_says_is_a_count_mismatch() -> None:
+    src = Source()
+    records = [
+        src.begin(712, 10),
+        src.change(ORDERS, "c", {"order_id": 1}, 712, 1, 11),
+        src.change(ORDERS, "c", {"order_id": 2}, 712, 2, 12),
+        src.end(712, 13, {"orders": 1}),
+    ]
+    out, _ = run(DebeziumAssembler(settings()), [records])
+    assert rows(out) == []
+    assert {r.reason.split(":")[0] for r in out} == {"event-count-mismatch"}
+
+
+def test_replays_and_connect_resends_change_nothing() -> None:
+    src = Source()
+    first = order_txn(src, 713, 10, 1)
+    asm = DebeziumAssembler(settings())
+    out, state = run(asm, [first])
+    assert len(out) == 3
+    # Spark replays the same offsets: skipped.
+    assert asm.process(state, first, 0).outputs == []
+    # Kafka Connect re-sends the whole transaction at new offsets (worker crash).
+    resent = order_txn(src, 713, 10, 1)
+    resent[-1] = src.end(713, 14, {"orders": 1, "order_items": 2})
+    step = asm.process(state, resent, 0)
+    assert step.outputs == []
+    # A duplicated data event of a transaction still being assembled counts once.
+    b, o, i1, i2, e = order_txn(src, 714, 100, 2)
+    dup = src.change(ITEMS, "c", {"order_id": 2, "line": 1}, 714, 2, 102)
+    step = asm.process(step.state, [b, o, i1, dup, i2, e], 0)
+    assert [r.txn_seq for r in step.outputs] == [2, 2, 2]
+
+
+def test_schemas_enabled_envelope_and_state_round_trip() -> None:
+    src = Source()
+    records = order_txn(src, 715, 10, 1)
+    wrapped = [
+        SourceRecord(
+            r.topic,
+            r.partition,
+            r.offset,
+            json.dumps({"schema": {}, "payload": json.loads(r.value)}).encode(),
+            None,
+            r.key,
+        )
+        for r in records
+    ]
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, wrapped[:2], 0)
+    state = pickle.loads(pickle.dumps(step.state))
+    assert len(asm.process(state, wrapped[2:], 0).outputs) == 3
+    assert isinstance(step, DebeziumStep)
+
+
+def test_settings_from_options() -> None:
+    s = DebeziumSettings.from_options(
+        {
+            "transaction-topic": TXN_TOPIC,
+            "database": "demo",
+            "table.public.orders": "sr.orders_t",
+            "on-error.unknown-table": "fail",
+            "snapshot-batch-rows": "5",
+        }
+    )
+    assert s.target("public", "orders") == ("sr", "orders_t")
+    assert s.target("public", "other") is None
+    assert s.policy("unknown-table") is Policy.FAIL
+    assert s.policy("txn-timeout") is Policy.REJECT
+    with pytest.raises(ConfigError, match=r"unknown debezium option .tabel\.x."):
+        DebeziumSettings.from_options({"transaction-topic": "t", "tabel.x": "a.b"})
+    with pytest.raises(ConfigError, match="transaction-topic"):
+        DebeziumSettings.from_options({"database": "d"})
+    with pytest.raises(ConfigError, match="expected table"):
+        DebeziumSettings.from_options({"transaction-topic": "t", "table.orders": "x"})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,69 @@ if TYPE_CHECKING:
 
 EMULATOR_VERSION = "4.0.0-emulator"
 HANDSHAKE_VERSION = "5.1.0"
+
+# StarRocks' session-variable defaults (fe SessionVariable / GlobalVariable) that MySQL
+# drivers read at connect time. MySQL Connector/J (shaded into flink-connector-starrocks) reads
+# max_allowed_packet and fails ("Packet for query is too large (28 > -1)") when it is NULL.
+_SESSION_DEFAULTS: dict[str, str | int] = {
+    "auto_increment_increment": 1,
+    "autocommit": 1,
+    "character_set_client": "utf8",
+    "character_set_connection": "utf8",
+    "character_set_results": "utf8",
+    "character_set_server": "utf8",
+    "collation_connection": "utf8_general_ci",
+    "collation_database": "utf8_general_ci",
+    "collation_server": "utf8_general_ci",
+    "init_connect": "",
+    "interactive_timeout": 3600,
+    "language": "/starrocks/share/english/",
+    "license": "Apache License 2.0",
+    "lower_case_table_names": 0,
+    "max_allowed_packet": 33554432,
+    "net_buffer_length": 16384,
+    "net_read_timeout": 60,
+    "net_write_timeout": 60,
+    "query_cache_size": 1048576,
+    "query_cache_type": 0,
+    "sql_mode": "ONLY_FULL_GROUP_BY",
+    "sql_select_limit": 9223372036854775807,
+    "transaction_isolation": "REPEATABLE-READ",
+    "transaction_read_only": 0,
+    "tx_isolation": "REPEATABLE-READ",
+    "tx_read_only": 0,
+    "wait_timeout": 28800,
+}
+
+
+def _variables() -> dict[str, str | int]:
+    tz = time.strftime("%Z") or "UTC"
+    return {
+        **_SESSION_DEFAULTS,
+        "system_time_zone": tz,
+        "time_zone": tz,
+        "version": HANDSHAKE_VERSION,
+        "version_comment": "StarRocks emulator",
+    }
+
+
+def _like_regex(pattern: str) -> re.Pattern[str]:
+    parts = ("." if ch == "_" else ".*" if ch == "%" else re.escape(ch) for ch in pattern)
+    return re.compile("".join(parts), re.I)
+
+
+def _select_variables(text: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """``SELECT @@[session.|global.]x [AS y], ...``: values, labelled by alias when given."""
+    values = _variables()
+    row: list[Any] = []
+    labels: list[str] = []
+    for item in re.finditer(
+        r"@@((?:session\.|global\.|local\.)?(\w+))(?:\s+AS\s+(`?)(\w+)\3)?", text, re.I
+    ):
+        row.append(values.get(item.group(2).lower()))
+        labels.append(item.group(4) or f"@@{item.group(1)}")
+    return [tuple(row)], labels
+
 
 _IDENT = r"(?:`[^`]+`|[\w$]+)"
 _QNAME = rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?"
@@ -266,6 +330,18 @@ class SqlEngine:
             return self._desc(
                 f"{m.group(1)}.{m.group(2)}" if m.group(2) else m.group(1), current_db
             )
+        m = re.fullmatch(
+            r"SHOW\s+(?:SESSION\s+|GLOBAL\s+)?VARIABLES(?:\s+LIKE\s+'([^']*)')?", text, re.I
+        )
+        if m:
+            pattern = m.group(1)
+            rx = None if pattern is None else _like_regex(pattern)
+            rows = [
+                (k, str(v))
+                for k, v in sorted(_variables().items())
+                if rx is None or rx.fullmatch(k)
+            ]
+            return rows, ["Variable_name", "Value"]
         if re.fullmatch(r"SHOW\s+(VARIABLES|WARNINGS|ERRORS|PROCESSLIST).*", text, re.I | re.S):
             return [], ["Variable_name", "Value"]
         msg = f"The emulator does not support: {text[:80]}"
@@ -275,9 +351,7 @@ class SqlEngine:
 
     def _dml(self, conn: sqlite3.Connection, text: str, current_db: str | None) -> Result:
         if re.match(r"SELECT\s+@@", text, re.I):
-            names = re.findall(r"@@(?:session\.|global\.)?(\w+)", text, re.I)
-            values = {"version_comment": "StarRocks emulator", "version": HANDSHAKE_VERSION}
-            return [tuple(values.get(n.lower()) for n in names)], [f"@@{n}" for n in names]
+            return _select_variables(text)
         try:
             tree = sqlglot.parse_one(text, read="mysql")
         except sqlglot.errors.ParseError as e:

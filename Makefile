@@ -59,6 +59,16 @@ bench: setup
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.run --out results/bench
 
+# The seed's own system (Flink + flink-connector-starrocks, multi-table transaction mode) as a
+# peer, docs/peer.md. Needs the connector 1.2.15_flink-1.20 in a reachable Maven repository.
+PEER_DIR := benchmarks/peers/flink-starrocks
+peer:
+	MVN="$(MVN)" $(PEER_DIR)/build.sh
+
+# The peer and our pipeline side by side on one topic (numbers only, never a gate).
+bench-peer: setup peer
+	$(PY) -m benchmarks.peer --workdir var/bench-peer $(BENCH_PEER_ARGS)
+
 demo: setup
 	$(PY) -m devstack.demo $(DEMO_ARGS)
 
@@ -72,4 +82,4 @@ test-real: setup
 	CDC_REAL_STACK=1 $(PY) -m pytest tests/real
 
 clean:
-	rm -rf $(VENV) jvm/lib build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) jvm/lib build *.egg-info .pytest_cache .mypy_cache .ruff_cache $(PEER_DIR)/target

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from devstack import children
 from devstack.debezium.errors import ConnectStartError
 from devstack.kafka.broker import free_port
 
@@ -64,8 +65,6 @@ logger.debezium.level = info
 logger.worker.name = org.apache.kafka.connect.runtime.Worker
 logger.worker.level = info
 """
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def connect_classpath(lib: Path | None = None) -> str:
@@ -181,12 +180,7 @@ def _properties_text(props: Mapping[str, str]) -> str:
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and Path(home, "bin", "java").is_file():
-        return str(Path(home, "bin", "java"))
-    from shutil import which
-
-    found = which("java")
+    found = children.find_java()
     if found is None:
         msg = "java not found: install Java 17+ or set JAVA_HOME"
         raise ConnectStartError(msg)
@@ -205,14 +199,7 @@ class ConnectHandle:
 
     def is_running(self) -> bool:
         """True while the worker process exists (reaping it if it has exited)."""
-        child = _CHILDREN.get(self.pid)
-        if child is not None:
-            return child.poll() is None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return children.is_running(self.pid)
 
     def status(self) -> dict[str, Any]:
         """``GET /connectors/<name>/status`` (raises ``OSError`` when unreachable)."""
@@ -220,44 +207,17 @@ class ConnectHandle:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM by PID (offsets flushed, task stopped), bounded wait, then SIGKILL."""
-        if not self.is_running():
-            _CHILDREN.pop(self.pid, None)
-            return
-        os.kill(self.pid, signal.SIGTERM)
-        if not _wait_exit(self.pid, timeout):
-            logger.warning("connect did not stop on SIGTERM pid=%s", self.pid)
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, timeout)
-        _CHILDREN.pop(self.pid, None)
+        children.stop(self.pid, signal.SIGTERM, timeout, "connect")
 
     def kill(self) -> None:
         """SIGKILL the worker (a crash: it re-sends changes since its last flushed offset)."""
-        if self.is_running():
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, 10.0)
-        _CHILDREN.pop(self.pid, None)
+        children.kill(self.pid)
 
 
 def _get_json(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - our own http URL
         body: dict[str, Any] = json.load(resp)
     return body
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    child = _CHILDREN.get(pid)
-    while time.monotonic() < deadline:
-        if child is not None:
-            if child.poll() is not None:
-                return True
-        else:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-        time.sleep(0.05)
-    return False
 
 
 def _rest_port(data: Path, port: int) -> int:
@@ -315,7 +275,7 @@ def start_connect(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-    _CHILDREN[proc.pid] = proc
+    children.track(proc)
     handle = ConnectHandle(
         rest_url=f"http://127.0.0.1:{port}",
         connector=connector,
@@ -326,10 +286,7 @@ def start_connect(
     try:
         _wait_running(proc, handle, log_path, offset, time.monotonic() + timeout)
     except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        _CHILDREN.pop(proc.pid, None)
+        children.abandon(proc)
         raise
     logger.info("connect ready rest=%s pid=%s connector=%s", handle.rest_url, proc.pid, connector)
     return handle
@@ -345,11 +302,11 @@ def _wait_running(
     last: str = "no answer from the REST API yet"
     while True:
         if proc.poll() is not None:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"Kafka Connect exited ({proc.returncode}) while starting; log:\n{text[-3000:]}"
             raise ConnectStartError(msg)
         if time.monotonic() > deadline:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"connector {handle.connector} not RUNNING in time ({last}); log:\n{text[-3000:]}"
             raise ConnectStartError(msg)
         try:
@@ -370,12 +327,6 @@ def _wait_running(
             return
         last = f"connector={state} tasks={[t.get('state') for t in tasks]}"
         time.sleep(0.25)
-
-
-def _read_from(path: Path, offset: int) -> str:
-    with path.open("rb") as f:
-        f.seek(offset)
-        return f.read().decode("utf-8", "replace")
 
 
 class DebeziumConnect:

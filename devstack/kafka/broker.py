@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from devstack import children
 from devstack.kafka.admin import wait_until_ready
 from devstack.kafka.errors import BrokerStartError
 
@@ -64,10 +64,6 @@ logger.log.name = kafka.log.LogManager
 logger.log.level = info
 """
 
-# Children we started, by PID, so that stop() can reap them (no zombies) and never signals a
-# process it did not start.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
 
 def broker_classpath(lib: Path | None = None) -> str:
     """The broker's Java classpath (``<lib>/*``).
@@ -86,10 +82,7 @@ def broker_classpath(lib: Path | None = None) -> str:
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and Path(home, "bin", "java").is_file():
-        return str(Path(home, "bin", "java"))
-    found = shutil.which("java")
+    found = children.find_java()
     if found is None:
         msg = "java not found: install Java 17+ or set JAVA_HOME"
         raise BrokerStartError(msg)
@@ -118,57 +111,23 @@ class BrokerHandle:
 
     def is_running(self) -> bool:
         """True while the broker process exists (reaping it if it has exited)."""
-        child = _CHILDREN.get(self.pid)
-        if child is not None:
-            return child.poll() is None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return children.is_running(self.pid)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the broker: SIGTERM by PID (a controlled shutdown), wait, then SIGKILL.
 
         Idempotent: stopping a stopped broker does nothing.
         """
-        if not self.is_running():
-            _CHILDREN.pop(self.pid, None)
-            return
-        os.kill(self.pid, signal.SIGTERM)
-        if not _wait_exit(self.pid, timeout):
-            logger.warning("broker did not stop on SIGTERM pid=%s timeout_s=%s", self.pid, timeout)
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, timeout)
-        _CHILDREN.pop(self.pid, None)
+        children.stop(self.pid, signal.SIGTERM, timeout, "broker")
 
     def kill(self) -> None:
         """SIGKILL the broker (a crash: the next start recovers its logs)."""
-        if self.is_running():
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, 10.0)
-        _CHILDREN.pop(self.pid, None)
+        children.kill(self.pid)
 
     def restart(self, timeout: float = 60.0) -> BrokerHandle:
         """Stop (if running), start on the same ports and data dir; returns the new handle."""
         self.stop()
         return start_broker(self.data_dir, port=self.port, timeout=timeout)
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    child = _CHILDREN.get(pid)
-    while time.monotonic() < deadline:
-        if child is not None:
-            if child.poll() is not None:
-                return True
-        else:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-        time.sleep(0.05)
-    return False
 
 
 def _server_properties(data: Path, port: int, controller_port: int) -> str:
@@ -262,7 +221,7 @@ def start_broker(data_dir: Path | str, port: int = 0, timeout: float = 60.0) -> 
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-    _CHILDREN[proc.pid] = proc
+    children.track(proc)
     handle = BrokerHandle(
         bootstrap=f"127.0.0.1:{port}",
         port=port,
@@ -273,10 +232,7 @@ def start_broker(data_dir: Path | str, port: int = 0, timeout: float = 60.0) -> 
     try:
         _wait_ready(proc, handle.bootstrap, log_path, offset, time.monotonic() + timeout)
     except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        _CHILDREN.pop(proc.pid, None)
+        children.abandon(proc)
         raise
     logger.info("broker ready bootstrap=%s pid=%s data_dir=%s", handle.bootstrap, proc.pid, data)
     return handle
@@ -307,11 +263,11 @@ def _wait_ready(
     host, _, port = bootstrap.rpartition(":")
     while True:
         if proc.poll() is not None:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"Kafka exited with code {proc.returncode} while starting; log:\n{text[-2000:]}"
             raise BrokerStartError(msg)
         if time.monotonic() > deadline:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"Kafka did not listen on {bootstrap} in time; log:\n{text[-2000:]}"
             raise BrokerStartError(msg)
         try:
@@ -321,12 +277,6 @@ def _wait_ready(
             continue
         break
     wait_until_ready(bootstrap, max(1.0, deadline - time.monotonic()))
-
-
-def _read_from(path: Path, offset: int) -> str:
-    with path.open("rb") as f:
-        f.seek(offset)
-        return f.read().decode("utf-8", "replace")
 
 
 class KafkaBroker:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from devstack import children
 from devstack.kafka.broker import free_port
 from devstack.postgres.errors import PostgresStartError
 
@@ -63,8 +64,6 @@ _SETTINGS = (
     ("log_line_prefix", "%m [%p] "),
     ("listen_addresses", "127.0.0.1"),
 )
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def find_pg_bin(min_major: int = MIN_MAJOR) -> Path:
@@ -117,14 +116,7 @@ class PostgresHandle:
 
     def is_running(self) -> bool:
         """True while the postmaster exists (reaping it if it has exited)."""
-        child = _CHILDREN.get(self.pid)
-        if child is not None:
-            return child.poll() is None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        return children.is_running(self.pid)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop by PID: SIGINT (fast shutdown), bounded wait, then SIGKILL. Idempotent.
@@ -132,38 +124,11 @@ class PostgresHandle:
         Fast, not smart (SIGTERM): a smart shutdown waits for every client to leave, and
         Debezium's replication connection never does.
         """
-        if not self.is_running():
-            _CHILDREN.pop(self.pid, None)
-            return
-        os.kill(self.pid, signal.SIGINT)
-        if not _wait_exit(self.pid, timeout):
-            logger.warning("postgres did not stop on SIGINT pid=%s timeout_s=%s", self.pid, timeout)
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, timeout)
-        _CHILDREN.pop(self.pid, None)
+        children.stop(self.pid, signal.SIGINT, timeout, "postgres")
 
     def kill(self) -> None:
         """SIGKILL the postmaster (a crash: the next start replays the WAL)."""
-        if self.is_running():
-            os.kill(self.pid, signal.SIGKILL)
-            _wait_exit(self.pid, 10.0)
-        _CHILDREN.pop(self.pid, None)
-
-
-def _wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    child = _CHILDREN.get(pid)
-    while time.monotonic() < deadline:
-        if child is not None:
-            if child.poll() is not None:
-                return True
-        else:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-        time.sleep(0.05)
-    return False
+        children.kill(self.pid)
 
 
 def _run_as() -> pwd.struct_passwd | None:
@@ -250,17 +215,14 @@ def start_postgres(data_dir: Path | str, port: int = 0, timeout: float = 60.0) -
             # stops the server in order, instead of killing it behind our back.
             start_new_session=True,
         )
-    _CHILDREN[proc.pid] = proc
+    children.track(proc)
     handle = PostgresHandle(
         host="127.0.0.1", port=port, pid=proc.pid, data_dir=data, socket_dir=pgdata
     )
     try:
         _wait_ready(bin_dir, proc, handle, log_path, offset, time.monotonic() + timeout)
     except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        _CHILDREN.pop(proc.pid, None)
+        children.abandon(proc)
         raise
     logger.info("postgres ready port=%s pid=%s data_dir=%s", port, proc.pid, data)
     return handle
@@ -311,11 +273,11 @@ def _wait_ready(
     isready = [str(bin_dir / "pg_isready"), "-q", "-h", handle.host, "-p", str(handle.port)]
     while True:
         if proc.poll() is not None:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"postgres exited ({proc.returncode}) while starting; log:\n{text[-2000:]}"
             raise PostgresStartError(msg)
         if time.monotonic() > deadline:
-            text = _read_from(log_path, offset)
+            text = children.read_from(log_path, offset)
             msg = f"postgres did not accept connections on port {handle.port}; log:\n{text[-2000:]}"
             raise PostgresStartError(msg)
         # Exit 0 = accepting connections (1 = starting up / rejecting, 2 = no answer).
@@ -323,12 +285,6 @@ def _wait_ready(
         if done.returncode == 0:
             return
         time.sleep(0.1)
-
-
-def _read_from(path: Path, offset: int) -> str:
-    with path.open("rb") as f:
-        f.seek(offset)
-        return f.read().decode("utf-8", "replace")
 
 
 def pg_bin_tool(name: str) -> Path:

@@ -1,0 +1,90 @@
+"""Processes the devstack launchers started (Kafka, PostgreSQL, Kafka Connect), by PID.
+
+One registry for all of them, so that a stop reaps the child it started (no zombies) and never
+signals a process it did not start. Driver side only; nothing here reaches Spark executors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def track(proc: subprocess.Popen[bytes]) -> None:
+    """Remember a process this module's callers started."""
+    _CHILDREN[proc.pid] = proc
+
+
+def abandon(proc: subprocess.Popen[bytes]) -> None:
+    """A start that failed: kill the process if it still runs and forget it."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    _CHILDREN.pop(proc.pid, None)
+
+
+def is_running(pid: int) -> bool:
+    """True while ``pid`` exists (reaping it if it is our child and has exited)."""
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_exit(pid: int, timeout: float) -> bool:
+    """Wait until ``pid`` has exited; False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stop(pid: int, sig: signal.Signals, timeout: float, what: str) -> None:
+    """Send ``sig``, wait up to ``timeout``, then SIGKILL. Idempotent."""
+    if is_running(pid):
+        os.kill(pid, sig)
+        if not wait_exit(pid, timeout):
+            logger.warning(
+                "%s did not stop on %s pid=%s timeout_s=%s", what, sig.name, pid, timeout
+            )
+            os.kill(pid, signal.SIGKILL)
+            wait_exit(pid, timeout)
+    _CHILDREN.pop(pid, None)
+
+
+def kill(pid: int) -> None:
+    """SIGKILL (a crash), then wait for the exit. Idempotent."""
+    if is_running(pid):
+        os.kill(pid, signal.SIGKILL)
+        wait_exit(pid, 10.0)
+    _CHILDREN.pop(pid, None)
+
+
+def find_java() -> str | None:
+    """``$JAVA_HOME/bin/java``, else ``java`` on the PATH, else None."""
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java")
+
+
+def read_from(path: Path, offset: int) -> str:
+    """A log file's text from byte ``offset`` on (what this start wrote)."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")

@@ -1,4 +1,4 @@
-"""Processes the devstack launchers started (Kafka, PostgreSQL, Kafka Connect), by PID.
+"""Processes the devstack launchers start (Kafka, PostgreSQL, Kafka Connect), by PID.
 
 One registry for all of them, so that a stop reaps the child it started (no zombies) and never
 signals a process it did not start. Driver side only; nothing here reaches Spark executors.
@@ -11,8 +11,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
+from types import FrameType
+from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -88,3 +92,44 @@ def read_from(path: Path, offset: int) -> str:
     with path.open("rb") as f:
         f.seek(offset)
         return f.read().decode("utf-8", "replace")
+
+
+class Held(Protocol):
+    """What a launcher CLI keeps running: a started service with a PID."""
+
+    @property
+    def pid(self) -> int:
+        """The service's process id."""
+        ...
+
+    def is_running(self) -> bool:
+        """True while the process exists."""
+        ...
+
+    def stop(self) -> None:
+        """Stop it by PID."""
+        ...
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set (install before starting, so no signal is missed)."""
+    stop_requested = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop_requested.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop_requested
+
+
+def hold(handle: Held, what: str, stop_requested: threading.Event) -> int:
+    """Run until a stop signal (exit 0) or the service's own death (exit 1); stop it either way."""
+    try:
+        while not stop_requested.wait(0.5):
+            if not handle.is_running():
+                print(f"ERROR {what} pid={handle.pid} exited on its own", file=sys.stderr)
+                return 1
+    finally:
+        handle.stop()
+    return 0

@@ -9,12 +9,10 @@ flushed) and exits 0. Exits 1 if it cannot start or dies on its own.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
+from devstack import children
 from devstack.debezium.connect import PostgresSource, start_connect
 from devstack.debezium.errors import ConnectStartError
 
@@ -36,13 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
 
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = children.stop_on_signals()
     source = PostgresSource(
         host=args.pg_host,
         port=args.pg_port,
@@ -65,14 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         f"transaction_topic={source.transaction_topic} pid={handle.pid}",
         flush=True,
     )
-    try:
-        while not stop.wait(0.5):
-            if not handle.is_running():
-                print(f"ERROR connect pid={handle.pid} exited on its own", file=sys.stderr)
-                return 1
-    finally:
-        handle.stop()
-    return 0
+    return children.hold(handle, "connect", stop)
 
 
 if __name__ == "__main__":

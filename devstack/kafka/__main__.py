@@ -8,12 +8,10 @@ the broker cannot start or dies on its own.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
+from devstack import children
 from devstack.kafka.broker import start_broker
 from devstack.kafka.errors import BrokerStartError
 
@@ -26,27 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to become ready")
     args = parser.parse_args(argv)
 
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = children.stop_on_signals()
     try:
         handle = start_broker(args.data_dir, port=args.port, timeout=args.timeout)
     except BrokerStartError as e:
         print(f"ERROR {e}", file=sys.stderr, flush=True)
         return 1
     print(f"READY bootstrap={handle.bootstrap}", flush=True)
-    try:
-        while not stop.wait(0.5):
-            if not handle.is_running():
-                print(f"ERROR broker pid={handle.pid} exited on its own", file=sys.stderr)
-                return 1
-    finally:
-        handle.stop()
-    return 0
+    return children.hold(handle, "broker", stop)
 
 
 if __name__ == "__main__":

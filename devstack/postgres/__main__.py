@@ -8,12 +8,10 @@ accepts connections, so scripts can wait for that line; SIGTERM or SIGINT stops 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
+from devstack import children
 from devstack.postgres.errors import PostgresStartError
 from devstack.postgres.server import start_postgres
 
@@ -26,13 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to become ready")
     args = parser.parse_args(argv)
 
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = children.stop_on_signals()
     try:
         handle = start_postgres(args.data_dir, port=args.port, timeout=args.timeout)
     except PostgresStartError as e:
@@ -43,14 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         f"socket_dir={handle.socket_dir}",
         flush=True,
     )
-    try:
-        while not stop.wait(0.5):
-            if not handle.is_running():
-                print(f"ERROR postgres pid={handle.pid} exited on its own", file=sys.stderr)
-                return 1
-    finally:
-        handle.stop()
-    return 0
+    return children.hold(handle, "postgres", stop)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,12 @@ class BatchWriter:
         df = batch_df.persist()
         try:
             to_file = self._config.dead_letter.destination == "file"
-            stats, targets = _count(df, batch_id, dead_letters_to_sink=not to_file)
+            stats, targets = _count(
+                df,
+                batch_id,
+                dead_letters_to_sink=not to_file,
+                source_times=self._config.pipeline.metrics_port > 0,
+            )
             if to_file:
                 _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
                 df_out = df.filter(F.col("kind") == F.lit(KIND_ROW))
@@ -155,13 +160,15 @@ class BatchWriter:
 
 
 def _count(
-    df: DataFrame, batch_id: int, *, dead_letters_to_sink: bool
+    df: DataFrame, batch_id: int, *, dead_letters_to_sink: bool, source_times: bool = False
 ) -> tuple[BatchStats, list[TargetStats]]:
     """The batch's one aggregate job: progress-line counts and the sink's target stats.
 
     Grouped by source partition, kind and target table: a few rows per source partition to
     the driver. The sink gets the groups it will load (REJECT rows only when dead letters
-    go to the sink), so it need not aggregate the batch again.
+    go to the sink), so it need not aggregate the batch again. ``source_times`` also brings
+    every committed transaction's ``source_ts_ms`` (BEGIN -> visible in the metrics): one
+    value per transaction, so only when metrics are on.
     """
     is_row = F.col("kind") == KIND_ROW
     # Rejects that the sink never sees keep their events' tables: group them without.
@@ -177,16 +184,10 @@ def _count(
     # The violation is the reason's first word ("txn-timeout: ...").
     reason = F.when(~is_row, F.regexp_extract("reason", r"^([A-Za-z-]+)", 1)).alias("violation")
     txn_end = is_row & F.col("is_txn_end")
-    groups = (
-        df.groupBy(*keys, "kind", rejected_txn, reason)
-        .agg(
-            *target_stats_aggregates(),
-            F.sum(F.when(txn_end, 1).otherwise(0)).alias("txns"),
-            # One source time per committed transaction: BEGIN -> visible in the metrics.
-            F.collect_list(F.when(txn_end, F.col("source_ts_ms"))).alias("source_ts"),
-        )
-        .collect()
-    )
+    aggregates = [*target_stats_aggregates(), F.sum(F.when(txn_end, 1).otherwise(0)).alias("txns")]
+    if source_times:
+        aggregates.append(F.collect_list(F.when(txn_end, F.col("source_ts_ms"))).alias("source_ts"))
+    groups = df.groupBy(*keys, "kind", rejected_txn, reason).agg(*aggregates).collect()
     stats = BatchStats(batch_id=batch_id)
     targets = []
     rejected: set[tuple[str, int, int]] = set()
@@ -195,7 +196,8 @@ def _count(
         if g["kind"] == KIND_ROW:
             stats.rows += target.rows
             stats.transactions += int(g["txns"] or 0)
-            stats.source_ts_ms.extend(int(ts) for ts in g["source_ts"] or () if ts is not None)
+            if source_times:
+                stats.source_ts_ms.extend(int(ts) for ts in g["source_ts"] or () if ts is not None)
         else:
             stats.rejected_records += target.rows
             rejected.add((target.topic, target.partition, int(g["rejected_txn"])))

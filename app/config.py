@@ -111,6 +111,12 @@ class SourceSettings:
             return (*self.topics, self.debezium.transaction_topic)
         return self.topics
 
+    def client_settings(self) -> dict[str, str]:
+        """Librdkafka settings for the driver's own short calls to the same brokers."""
+        settings = {k.removeprefix("kafka."): v for k, v in self.extra_options.items()}
+        settings["bootstrap.servers"] = self.bootstrap_servers
+        return settings
+
     def reader_options(self) -> dict[str, str]:
         """Options for ``spark.readStream``, named as Spark's Kafka connector names them."""
         options = {

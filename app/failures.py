@@ -61,15 +61,13 @@ def explain_query_failure(text: str, earliest: EarliestOffset | None = None) -> 
     return first
 
 
-def kafka_earliest(bootstrap: str, kafka_options: dict[str, str]) -> EarliestOffset:
+def kafka_earliest(client_settings: dict[str, str]) -> EarliestOffset:
     """An ``EarliestOffset`` that asks the source's brokers (driver side, one short call)."""
 
     def earliest(topic: str, partition: int) -> int | None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        settings = {k.removeprefix("kafka."): v for k, v in kafka_options.items()}
-        settings.update({"bootstrap.servers": bootstrap, "group.id": "cdc-failure-report"})
-        consumer = Consumer(settings)
+        consumer = Consumer({**client_settings, "group.id": "cdc-failure-report"})
         try:
             low, _high = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=10

@@ -166,8 +166,7 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     if error is not None:
         from app.failures import explain_query_failure, kafka_earliest
 
-        source = config.source
-        earliest = kafka_earliest(source.bootstrap_servers, dict(source.extra_options))
+        earliest = kafka_earliest(config.source.client_settings())
         log.error("query failed: %s", explain_query_failure(str(error), earliest))
         log.debug("query failure, in full: %s", error)
         return 1

@@ -28,10 +28,7 @@ def check_kafka(source: SourceSettings, timeout_s: float = 15.0) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, str | int | float | bool] = {
-        k.removeprefix("kafka."): v for k, v in source.extra_options.items()
-    }
-    settings["bootstrap.servers"] = source.bootstrap_servers
+    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
     # librdkafka logs every failed connection attempt: the one line below says it instead.
     settings["log_level"] = 0
     try:

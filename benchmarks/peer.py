@@ -1,7 +1,7 @@
 """The seed's own system (Flink + flink-connector-starrocks, multi-table mode) next to ours.
 
 ``make bench-peer`` = ``python -m benchmarks.peer``. One broker, one StarRocks emulator, the
-orders demo workload (``app.demo``), the demo verifier. Modes (``--modes``, in order):
+orders demo workload (``demo``), the demo verifier. Modes (``--modes``, in order):
 
 - ``check``: the protocol check. The peer reads a pre-filled topic until the tables equal the
   ground truth; the verifier's verdict is printed (exit status 1 when it fails).
@@ -37,11 +37,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
-from app.demo.generate import GenerationResult, GeneratorConfig, generate
-from app.demo.truth import GroundTruth
-from app.demo.verify import compare_with_truth, run, watch
-from app.demo.workload import WorkloadConfig
 from benchmarks.procstat import RssSampler, tree_cpu_seconds
+from demo.generate import GenerationResult, GeneratorConfig, generate
+from demo.truth import GroundTruth
+from demo.verify import compare_with_truth, run, watch
+from demo.workload import WorkloadConfig
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LatencySampler, LocalStack

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.demo.badinput import BadInputKind
-from app.demo.generate import GenerationResult, GeneratorConfig, generate
-from app.demo.verify import Verdict, WatchReport, run, watch
-from app.demo.workload import WorkloadConfig
 from app.main import INSTRUMENT_ENV
+from demo.badinput import BadInputKind
+from demo.generate import GenerationResult, GeneratorConfig, generate
+from demo.verify import Verdict, WatchReport, run, watch
+from demo.workload import WorkloadConfig
 from devstack.faultproxy.launcher import ProxyHandle, start_proxy
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess

@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.demo.generate import GeneratorConfig, generate
-from app.demo.verify import run, watch
-from app.demo.workload import WorkloadConfig
+from demo.generate import GeneratorConfig, generate
+from demo.verify import run, watch
+from demo.workload import WorkloadConfig
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import (
     LOCAL_CONFIG,
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"    broker {stack.bootstrap}   emulator fe={stack.emulator.fe_url} "
             f"query port={stack.emulator.query_port}"
         )
-        step("creating tables (conf/ddl/orders.sql)")
+        step("creating tables (demo/sql/orders.sql)")
         stack.apply_ddl()
 
         step("starting the pipeline: ./spark-submit.sh --config conf/local.yaml")

@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from app.demo.verify import watch
+from demo.verify import watch
 from devstack.debezium import DebeziumConnect, PostgresSource
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
@@ -36,7 +36,7 @@ PREFIX = "shop"
 TABLES = ("public.orders", "public.order_items")
 DATA_TOPICS = tuple(f"{PREFIX}.{t}" for t in TABLES)
 TRANSACTION_TOPIC = f"{PREFIX}.transaction"
-#: The same columns as ``conf/ddl/orders.sql`` (StarRocks), so rows load by name.
+#: The same columns as ``demo/sql/orders.sql`` (StarRocks), so rows load by name.
 PG_DDL = (
     """CREATE TABLE orders (
         order_id bigint PRIMARY KEY, customer_id bigint NOT NULL, item_count int NOT NULL,

@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from app.demo.db import ConnectionSettings, connect
-from app.demo.ddl import apply_file
+from demo.db import ConnectionSettings, connect
+from demo.ddl import apply_file
 from devstack.kafka.broker import BrokerHandle, start_broker
 from devstack.starrocks.launcher import EmulatorHandle, start_emulator
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from app.demo.generate import GeneratorConfig, generate
-from app.demo.verify import WatchReport, run, watch
-from app.demo.workload import WorkloadConfig
+from demo.generate import GeneratorConfig, generate
+from demo.verify import WatchReport, run, watch
+from demo.workload import WorkloadConfig
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, topic_end_offsets, wait_caught_up

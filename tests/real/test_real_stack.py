@@ -17,11 +17,11 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.waiting_utils import wait_for_logs
 from testcontainers.kafka import KafkaContainer
 
-from app.demo.db import ConnectionSettings, connect
-from app.demo.ddl import apply_file
-from app.demo.generate import GeneratorConfig, generate
-from app.demo.verify import run, watch
-from app.demo.workload import WorkloadConfig
+from demo.db import ConnectionSettings, connect
+from demo.ddl import apply_file
+from demo.generate import GeneratorConfig, generate
+from demo.verify import run, watch
+from demo.workload import WorkloadConfig
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import DDL_FILE, LOCAL_CONFIG, topic_end_offsets, wait_caught_up

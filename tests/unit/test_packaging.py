@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,16 @@ def test_compose_runs_the_local_stacks_kafka_release() -> None:
     assert compose()["services"]["kafka"]["image"] == f"apache/kafka:{kafka}"
     for port in compose()["services"]["starrocks"]["ports"]:
         assert port.startswith("127.0.0.1:"), "StarRocks' root has no password: loopback only"
+
+
+def test_wheel_and_executor_zip_ship_only_the_product() -> None:
+    # devstack/ and demo/ run from a checkout; executors and users' installs never import them.
+    from setuptools import find_packages
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = set(find_packages(str(ROOT), include=include))
+    assert {"app", "assembler", "sinks", "sinks.starrocks", "common"} <= shipped
+    assert not {p for p in shipped if p.split(".")[0] in ("devstack", "demo", "tests")}
+    zipped = (ROOT / "spark-submit.sh").read_text()
+    assert 'for pkg in ("app", "assembler", "sinks", "common")' in zipped

@@ -15,19 +15,19 @@ from typing import Any
 
 import pytest
 
-from app.demo import generate as generate_cli
-from app.demo.badinput import BadInputKind
-from app.demo.deadletters import compare_dead_letters, expected_from_truth, group_rows
-from app.demo.generate import GeneratorConfig, generate
-from app.demo.model import TABLES, Tables, decode_row
-from app.demo.truth import GroundTruth
-from app.demo.verify import compare_table
-from app.demo.workload import WorkloadConfig
 from assembler.codecs import CodecSettings, Encoding
 from assembler.machine import TransactionAssembler
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings
+from demo import generate as generate_cli
+from demo.badinput import BadInputKind
+from demo.deadletters import compare_dead_letters, expected_from_truth, group_rows
+from demo.generate import GeneratorConfig, generate
+from demo.model import TABLES, Tables, decode_row
+from demo.truth import GroundTruth
+from demo.verify import compare_table
+from demo.workload import WorkloadConfig
 from tests.integration.demo.test_generate_kafka import consume_all
 
 pytestmark = pytest.mark.integration

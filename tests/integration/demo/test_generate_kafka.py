@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from app.demo import generate as generate_cli
-from app.demo.errors import TopicError
-from app.demo.generate import GeneratorConfig, generate
-from app.demo.model import TABLES, Tables, decode_row
-from app.demo.truth import GroundTruth
-from app.demo.verify import compare_table
-from app.demo.workload import WorkloadConfig, partition_for
 from assembler.codecs import CodecSettings, make_decoder
 from assembler.events import Event
+from demo import generate as generate_cli
+from demo.errors import TopicError
+from demo.generate import GeneratorConfig, generate
+from demo.model import TABLES, Tables, decode_row
+from demo.truth import GroundTruth
+from demo.verify import compare_table
+from demo.workload import WorkloadConfig, partition_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from app.demo import verify as verify_cli
-from app.demo.db import ConnectionSettings, connect
-from app.demo.ddl import ORDERS_DDL, apply_file, apply_sql
-from app.demo.model import COLUMNS, TABLES
-from app.demo.truth import GroundTruth
-from app.demo.verify import dead_letters, run
-from app.demo.workload import Workload, WorkloadConfig
+from demo import verify as verify_cli
+from demo.db import ConnectionSettings, connect
+from demo.ddl import ORDERS_DDL, apply_file, apply_sql
+from demo.model import COLUMNS, TABLES
+from demo.truth import GroundTruth
+from demo.verify import dead_letters, run
+from demo.workload import Workload, WorkloadConfig
 
 pytestmark = pytest.mark.integration
 

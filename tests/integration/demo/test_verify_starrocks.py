@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from app.demo import ddl as ddl_cli
-from app.demo import verify as verify_cli
-from app.demo.db import ConnectionSettings, connect
-from app.demo.ddl import ORDERS_DDL, apply_file
-from app.demo.invariants import InvariantReport, ViolationKind
-from app.demo.model import COLUMNS, ORDER_ITEMS, ORDERS, TABLES
-from app.demo.truth import GroundTruth
-from app.demo.verify import check_invariants, compare_with_truth, watch
-from app.demo.workload import Workload, WorkloadConfig
+from demo import ddl as ddl_cli
+from demo import verify as verify_cli
+from demo.db import ConnectionSettings, connect
+from demo.ddl import ORDERS_DDL, apply_file
+from demo.invariants import InvariantReport, ViolationKind
+from demo.model import COLUMNS, ORDER_ITEMS, ORDERS, TABLES
+from demo.truth import GroundTruth
+from demo.verify import check_invariants, compare_with_truth, watch
+from demo.workload import Workload, WorkloadConfig
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Injected bad transactions, replayed through the real assembler, are exactly what the truth says.
 
-The stream is the one the generator sends (:func:`app.demo.badinput.interleave` of the workload
-and :func:`app.demo.badinput.build`), with Kafka offsets assigned per partition as a broker
+The stream is the one the generator sends (:func:`demo.badinput.interleave` of the workload
+and :func:`demo.badinput.build`), with Kafka offsets assigned per partition as a broker
 would, decoded and assembled by :class:`assembler.machine.TransactionAssembler` under the
 ``reject`` policy in random micro-batches with state round trips.
 """
@@ -18,7 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.demo.badinput import (
+from assembler.codecs import CodecSettings, DecodeError, Encoding, make_decoder
+from assembler.events import EVENT_SCHEMA_PATH
+from assembler.machine import TransactionAssembler
+from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
+from assembler.records import SourceRecord
+from assembler.settings import AssemblerSettings
+from assembler.state import PartitionState, TxnStatus
+from demo.badinput import (
     BAD_ID_BASE,
     UNDECODABLE_VALUE,
     BadInputKind,
@@ -30,22 +37,15 @@ from app.demo.badinput import (
     max_good_txn_rows,
     parse_bad_input,
 )
-from app.demo.deadletters import (
+from demo.deadletters import (
     ExpectedDeadLetter,
     compare_dead_letters,
     group_rows,
 )
-from app.demo.errors import DemoConfigError
-from app.demo.generate import GeneratorConfig
-from app.demo.model import Tables, decode_row
-from app.demo.workload import Transaction, Workload, WorkloadConfig, partition_for
-from assembler.codecs import CodecSettings, DecodeError, Encoding, make_decoder
-from assembler.events import EVENT_SCHEMA_PATH
-from assembler.machine import TransactionAssembler
-from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
-from assembler.records import SourceRecord
-from assembler.settings import AssemblerSettings
-from assembler.state import PartitionState, TxnStatus
+from demo.errors import DemoConfigError
+from demo.generate import GeneratorConfig
+from demo.model import Tables, decode_row
+from demo.workload import Transaction, Workload, WorkloadConfig, partition_for
 
 pytestmark = pytest.mark.unit
 

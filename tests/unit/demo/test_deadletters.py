@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.demo.deadletters import (
+from demo.deadletters import (
     OTHER,
     ExpectedDeadLetter,
     compare_dead_letters,
@@ -17,10 +17,10 @@ from app.demo.deadletters import (
     group_rows,
     kind_of_reason,
 )
-from app.demo.errors import DemoConfigError
-from app.demo.invariants import InvariantReport
-from app.demo.truth import GroundTruth
-from app.demo.verify import Verdict
+from demo.errors import DemoConfigError
+from demo.invariants import InvariantReport
+from demo.truth import GroundTruth
+from demo.verify import Verdict
 
 pytestmark = pytest.mark.unit
 

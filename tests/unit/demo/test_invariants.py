@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from app.demo.invariants import InvariantRow, ViolationKind, evaluate, rows_from_tables
-from app.demo.model import ORDER_ITEMS, ORDERS, Tables
+from demo.invariants import InvariantRow, ViolationKind, evaluate, rows_from_tables
+from demo.model import ORDER_ITEMS, ORDERS, Tables
 
 pytestmark = pytest.mark.unit
 

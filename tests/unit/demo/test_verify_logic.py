@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from app.demo.ddl import ORDERS_DDL, render, split_statements
-from app.demo.errors import DemoConfigError, TruthFileError
-from app.demo.invariants import InvariantReport, ViolationKind
-from app.demo.model import ORDER_ITEMS, ORDERS, decode_row, encode_row, to_decimal
-from app.demo.truth import GroundTruth
-from app.demo.verify import (
+from demo.ddl import ORDERS_DDL, render, split_statements
+from demo.errors import DemoConfigError, TruthFileError
+from demo.invariants import InvariantReport, ViolationKind
+from demo.model import ORDER_ITEMS, ORDERS, decode_row, encode_row, to_decimal
+from demo.truth import GroundTruth
+from demo.verify import (
     ComparisonReport,
     Verdict,
     WatchReport,
     compare_table,
     invariant_query,
 )
-from app.demo.workload import Workload, WorkloadConfig
+from demo.workload import Workload, WorkloadConfig
 
 pytestmark = pytest.mark.unit
 
@@ -192,20 +192,20 @@ def test_to_decimal_rejects_garbage() -> None:
 
 
 def test_verify_cli_rejects_bad_database_before_connecting() -> None:
-    from app.demo import verify
+    from demo import verify
 
     assert verify.main(["--port", "1", "--database", "no such db"]) == 2
 
 
 def test_generate_cli_rejects_bad_ratios() -> None:
-    from app.demo import generate
+    from demo import generate
 
     args = ["--bootstrap", "127.0.0.1:1", "--topic", "t", "--partitions", "1", "--orders", "1"]
     assert generate.main([*args, "--update-ratio", "0.9", "--delete-ratio", "0.2"]) == 2
 
 
 def test_render_names_the_rows_of_each_violation() -> None:
-    from app.demo.invariants import Violation
+    from demo.invariants import Violation
 
     violation = Violation(ViolationKind.ORPHAN_ITEM, 7, 70, "item without its order")
     report = InvariantReport(1, 1, {ViolationKind.ORPHAN_ITEM: 1}, (violation,))

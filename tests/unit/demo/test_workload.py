@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.demo.errors import DemoConfigError
-from app.demo.invariants import ViolationKind, evaluate, rows_from_tables
-from app.demo.model import ORDER_ITEMS, ORDERS, Tables, decode_row
-from app.demo.workload import (
+from assembler.codecs import encode_event
+from demo.errors import DemoConfigError
+from demo.invariants import ViolationKind, evaluate, rows_from_tables
+from demo.model import ORDER_ITEMS, ORDERS, Tables, decode_row
+from demo.workload import (
     Transaction,
     TxnKind,
     Workload,
@@ -25,7 +26,6 @@ from app.demo.workload import (
     key_for,
     partition_for,
 )
-from assembler.codecs import encode_event
 
 pytestmark = pytest.mark.unit
 
@@ -236,9 +236,9 @@ def test_row_as_object_splices_the_row_text_into_the_event() -> None:
     import json
     from decimal import Decimal
 
-    from app.demo.generate import json_with_row_object
     from assembler import CodecSettings, make_decoder
     from assembler.events import Event
+    from demo.generate import json_with_row_object
 
     row = '{"order_id":1,"total_amount":12.30}'
     raw = json_with_row_object(Event("t", "DATA", "demo", "orders", "UPSERT", row))

@@ -2,7 +2,7 @@
 
 CLI::
 
-    python -m app.demo.generate --bootstrap HOST:PORT --topic T --partitions N --orders K \
+    python -m demo.generate --bootstrap HOST:PORT --topic T --partitions N --orders K \
         --seed S [--encoding json|avro|confluent] [--max-items 5] [--update-ratio 0.3] \
         [--delete-ratio 0.1] [--truth FILE] [--rate TXN_PER_S] [--create-topic] [--database demo] \
         [--bad-input KIND[:N] ...] [--max-txn-rows ROWS]
@@ -10,12 +10,12 @@ CLI::
 Python: :func:`generate` with a :class:`GeneratorConfig` (used by tests and ``make demo``).
 
 Every event of an order's transaction has the Kafka key ``order_id`` and is sent to the explicit
-partition :func:`app.demo.workload.partition_for` (order id, N): deterministic whatever the
+partition :func:`demo.workload.partition_for` (order id, N): deterministic whatever the
 client's partitioner, and one order's history stays in one partition, the only place Kafka
 orders records. The generator only produces; it consumes nothing and stores no offsets.
 
 ``--bad-input KIND[:N]`` (repeatable) interleaves N bad source transactions of each kind
-(:class:`app.demo.badinput.BadInputKind`) with the good ones, on random partitions,
+(:class:`demo.badinput.BadInputKind`) with the good ones, on random partitions,
 deterministically by seed. They use their own order/item id range, so the good transactions and
 the ground truth's tables are unchanged; the truth's ``dead_letters`` section lists what the
 pipeline must dead-letter: per kind the count, and per transaction its source coordinates
@@ -40,7 +40,9 @@ from confluent_kafka.admin import AdminClient
 # NewTopic's typed home; confluent_kafka.admin re-exports it without declaring it public.
 from confluent_kafka.cimpl import NewTopic
 
-from app.demo.badinput import (
+from assembler.codecs import encode_event, event_to_json_text
+from assembler.events import Event
+from demo.badinput import (
     BadInputKind,
     BadInputPlan,
     BadTransaction,
@@ -49,12 +51,10 @@ from app.demo.badinput import (
     interleave,
     parse_bad_input,
 )
-from app.demo.badinput import build as build_bad_transactions
-from app.demo.errors import DemoConfigError, DemoError, ProduceError, TopicError
-from app.demo.truth import GroundTruth
-from app.demo.workload import Clock, Workload, WorkloadConfig, WorkloadCounts, wall_clock_ms
-from assembler.codecs import encode_event, event_to_json_text
-from assembler.events import Event
+from demo.badinput import build as build_bad_transactions
+from demo.errors import DemoConfigError, DemoError, ProduceError, TopicError
+from demo.truth import GroundTruth
+from demo.workload import Clock, Workload, WorkloadConfig, WorkloadCounts, wall_clock_ms
 
 logger = logging.getLogger(__name__)
 
@@ -428,7 +428,7 @@ def _produce(
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m app.demo.generate",
+        prog="python -m demo.generate",
         description="Send orders-demo CDC transactions to Kafka and write the ground truth.",
     )
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers HOST:PORT")

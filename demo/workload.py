@@ -2,7 +2,7 @@
 
 No Kafka here: :class:`Workload` yields :class:`Transaction` objects (events plus the partition
 they go to) and keeps the source database's state, from which the ground truth is taken.
-:mod:`app.demo.generate` sends them.
+:mod:`demo.generate` sends them.
 
 Guarantees, at every transaction boundary (tested by replaying the events):
 
@@ -27,9 +27,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from app.demo.errors import DemoConfigError
-from app.demo.model import CENT, ORDER_ITEMS, ORDERS, TABLES, Row, check_identifier, encode_row
 from assembler.events import Event, EventType
+from demo.errors import DemoConfigError
+from demo.model import CENT, ORDER_ITEMS, ORDERS, TABLES, Row, check_identifier, encode_row
 
 Clock = Callable[[], int]
 

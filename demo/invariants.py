@@ -23,7 +23,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from app.demo.model import ORDER_ITEMS, ORDERS, Tables, to_decimal, to_int
+from demo.model import ORDER_ITEMS, ORDERS, Tables, to_decimal, to_int
 
 #: How many example violations a report keeps (counts are always complete).
 MAX_EXAMPLES = 20

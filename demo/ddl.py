@@ -2,8 +2,8 @@
 
 CLI::
 
-    python -m app.demo.ddl --host H --port 9030 --user root --password '' \
-        --file conf/ddl/orders.sql [--database demo]
+    python -m demo.ddl --host H --port 9030 --user root --password '' \
+        --file demo/sql/orders.sql [--database demo]
 
 Statements are split on ``;`` after removing ``--`` comment lines, so a ``;`` may not appear
 inside a string literal. Idempotence comes from the file (``IF NOT EXISTS`` everywhere): apply
@@ -22,17 +22,17 @@ from typing import Any
 
 import pymysql
 
-from app.demo.db import add_connection_arguments, connect, settings_from_args
-from app.demo.errors import DatabaseError, DemoError
-from app.demo.model import check_identifier
+from demo.db import add_connection_arguments, connect, settings_from_args
+from demo.errors import DatabaseError, DemoError
+from demo.model import check_identifier
 
 logger = logging.getLogger(__name__)
 
-#: The DDL in ``conf/ddl/`` names this database; ``--database`` replaces it.
+#: The DDL in ``demo/sql/`` names this database; ``--database`` replaces it.
 DEFAULT_DATABASE = "demo"
 
-#: ``conf/ddl/orders.sql`` in a source checkout.
-ORDERS_DDL = Path(__file__).resolve().parents[2] / "conf" / "ddl" / "orders.sql"
+#: ``demo/sql/orders.sql`` in a source checkout.
+ORDERS_DDL = Path(__file__).resolve().parent / "sql" / "orders.sql"
 
 
 def split_statements(sql: str) -> list[str]:
@@ -74,7 +74,7 @@ def apply_file(conn: Any, path: Path, database: str = DEFAULT_DATABASE) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 failure)."""
     parser = argparse.ArgumentParser(
-        prog="python -m app.demo.ddl", description="Apply a .sql DDL file to StarRocks."
+        prog="python -m demo.ddl", description="Apply a .sql DDL file to StarRocks."
     )
     add_connection_arguments(parser)
     parser.add_argument("--file", type=Path, default=ORDERS_DDL, help="the .sql file")

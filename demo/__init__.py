@@ -2,10 +2,10 @@
 
 The demo data carries invariants that any partially visible transaction breaks: every order's
 ``item_count``, ``total_amount`` and ``version`` match its items exactly, and no item exists
-without its order. The generator (:mod:`app.demo.generate`) produces CDC transactions that keep
+without its order. The generator (:mod:`demo.generate`) produces CDC transactions that keep
 them at every transaction boundary and writes the ground truth; the verifier
-(:mod:`app.demo.verify`) checks them in the sink while the pipeline runs and compares the final
-state with the truth. :mod:`app.demo.ddl` creates the tables from ``conf/ddl/orders.sql``.
+(:mod:`demo.verify`) checks them in the sink while the pipeline runs and compares the final
+state with the truth. :mod:`demo.ddl` creates the tables from ``demo/sql/orders.sql``.
 
 Nothing here imports pyspark: the demo talks to Kafka and to StarRocks (MySQL protocol) only.
 """

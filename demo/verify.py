@@ -2,7 +2,7 @@
 
 CLI::
 
-    python -m app.demo.verify --host H --port 9030 --user root --password '' --database demo \
+    python -m demo.verify --host H --port 9030 --user root --password '' --database demo \
         [--truth FILE] [--watch SECONDS] [--interval 0.2] [--stop-file PATH] [--json] \
         [--dead-letter-table _cdc_dead_letter] [--no-dead-letters]
 
@@ -10,7 +10,7 @@ Exit code 0 = pass, 1 = fail (a violation seen, or a difference from the truth),
 run (bad option, unreachable database).
 
 Python: :func:`check_invariants`, :func:`watch`, :func:`compare_with_truth`,
-:func:`dead_letters` (from :mod:`app.demo.deadletters`).
+:func:`dead_letters` (from :mod:`demo.deadletters`).
 
 With a truth file that has a ``dead_letters`` section (every file of the current generator),
 the dead-letter table is read too (one SELECT) and its transactions are compared by kind with
@@ -22,7 +22,7 @@ read (dead letters go to files, say), that is noted and not a failure.
 then items) could straddle a commit and report a violation that no snapshot ever had. So the
 orders-with-items rows and the orphan items come from a single statement (a ``UNION ALL``),
 which StarRocks plans against one visible version of each table; the arithmetic happens in
-Python (:mod:`app.demo.invariants`) with exact Decimals.
+Python (:mod:`demo.invariants`) with exact Decimals.
 
 The verifier reads StarRocks only; it consumes no Kafka topic and stores no offsets.
 """
@@ -44,8 +44,8 @@ from typing import Any, Final
 
 import pymysql
 
-from app.demo.db import add_connection_arguments, connect, settings_from_args
-from app.demo.deadletters import (
+from demo.db import add_connection_arguments, connect, settings_from_args
+from demo.deadletters import (
     DEAD_LETTER_TABLE,
     DeadLetterComparison,
     DeadLetterReport,
@@ -53,8 +53,8 @@ from app.demo.deadletters import (
     dead_letters,
     expected_from_truth,
 )
-from app.demo.errors import DatabaseError, DemoError
-from app.demo.invariants import (
+from demo.errors import DatabaseError, DemoError
+from demo.invariants import (
     MAX_EXAMPLES,
     InvariantReport,
     InvariantRow,
@@ -62,7 +62,7 @@ from app.demo.invariants import (
     ViolationKind,
     evaluate,
 )
-from app.demo.model import (
+from demo.model import (
     ORDER_ITEMS,
     ORDERS,
     TABLES,
@@ -70,7 +70,7 @@ from app.demo.model import (
     to_decimal,
     to_int,
 )
-from app.demo.truth import GroundTruth
+from demo.truth import GroundTruth
 
 __all__ = [
     "ComparisonReport",
@@ -532,7 +532,7 @@ def run(
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m app.demo.verify",
+        prog="python -m demo.verify",
         description="Check the orders-demo invariants in StarRocks and compare with the truth.",
     )
     add_connection_arguments(p)

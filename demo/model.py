@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
-from app.demo.errors import DemoConfigError
+from demo.errors import DemoConfigError
 
 ORDERS: Final = "orders"
 ORDER_ITEMS: Final = "order_items"

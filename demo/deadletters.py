@@ -20,9 +20,9 @@ from typing import Any, Final
 
 import pymysql
 
-from app.demo.errors import DatabaseError
-from app.demo.model import check_identifier, to_int
 from assembler.settings import Violation
+from demo.errors import DatabaseError
+from demo.model import check_identifier, to_int
 
 DEAD_LETTER_TABLE: Final = "_cdc_dead_letter"
 

@@ -19,7 +19,7 @@ injected with ``--bad-input``: the pipeline must dead-letter exactly these, each
 kind. An empty list means that nothing of this run may be dead-lettered.
 
 Decimals are written as strings (exact, and readable by any JSON tool); readers convert them
-with :func:`app.demo.model.to_decimal`.
+with :func:`demo.model.to_decimal`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
-from app.demo.errors import TruthFileError
-from app.demo.model import TABLES, Row
+from demo.errors import TruthFileError
+from demo.model import TABLES, Row
 
 FORMAT: Final = "txn-cdc-demo-truth/1"
 

@@ -45,11 +45,11 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Final
 
-from app.demo.errors import DemoConfigError
-from app.demo.model import CENT, ORDER_ITEMS, ORDERS, Row, encode_row
-from app.demo.workload import Transaction, key_for, partition_for
 from assembler.codecs import Encoding, encode_event
 from assembler.events import Event, EventType
+from demo.errors import DemoConfigError
+from demo.model import CENT, ORDER_ITEMS, ORDERS, Row, encode_row
+from demo.workload import Transaction, key_for, partition_for
 
 #: First order id and item id of bad transactions; the workload counts from 1 and never
 #: gets near it.

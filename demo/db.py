@@ -13,7 +13,7 @@ from typing import Any
 
 import pymysql
 
-from app.demo.errors import DatabaseError
+from demo.errors import DatabaseError
 
 
 @dataclass(frozen=True)

@@ -496,7 +496,8 @@ class _Run:
             self.on_end(rec, ev)
 
     def row_of(self, rec: SourceRecord, ev: _Decoded) -> _Row:
-        # An unknown table has no target: its reject row names the source table instead.
+        # An unknown table has no target: its reject row names the source table instead, and
+        # keeps the record as Kafka had it (nothing of a rejected event may be lost).
         database, table = ev.target if ev.target is not None else (None, ev.collection)
         return [
             rec.topic,
@@ -506,7 +507,7 @@ class _Run:
             ev.op,
             database,
             table,
-            ev.row,
+            ev.row if ev.row is not None else raw_value_text(rec.value),
             ev.ts,
             ev.bad,
         ]
@@ -730,7 +731,8 @@ class _Run:
     def reject_rows(
         self, key: str, rows: list[_Row], end: dict[str, Any] | None, reason: str
     ) -> None:
-        first = rows[0][2] if rows else (end["offset"] if end else -1)
+        # A transaction spans topics, so its first offset is not a key: each reject row is
+        # keyed by its own record (topic, partition, offset), unique in the dead-letter table.
         for i, r in enumerate(rows):
             self.out.append(
                 OutputRow(
@@ -745,7 +747,7 @@ class _Run:
                     r[4],
                     r[7],
                     False,
-                    first,
+                    r[2],
                     r[2],
                     r[8],
                     reason,
@@ -765,7 +767,7 @@ class _Run:
                     None,
                     json.dumps({"status": "END", "id": end["id"]}),
                     True,
-                    first,
+                    end["offset"],
                     end["offset"],
                     end["ts"],
                     reason,
@@ -790,7 +792,7 @@ class _Run:
                 ev.op or None,
                 ev.row if ev.row is not None else raw_value_text(rec.value),
                 is_end,
-                rejected[3],
+                rec.offset,
                 rec.offset,
                 ev.ts,
                 reason,

@@ -19,6 +19,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -162,14 +163,20 @@ def prepare(stack: LocalStack, pg: PostgresServer) -> PostgresSource:
     )
 
 
-def start_pipeline(stack: LocalStack, workdir: Path, name: str) -> PipelineProcess:
-    """``spark-submit.sh`` with the Debezium envelope, pointed at this stack."""
+def start_pipeline(
+    stack: LocalStack, workdir: Path, name: str, settings: Sequence[str] = ()
+) -> PipelineProcess:
+    """``spark-submit.sh`` with the Debezium envelope, pointed at this stack.
+
+    ``settings`` (``key=value``) come last, so they override the demo's own.
+    """
     overrides = stack.pipeline_overrides(",".join(DATA_TOPICS), workdir / "checkpoint", name)
     extra = [
         "source.envelope=debezium",
         f"source.debezium.transaction-topic={TRANSACTION_TOPIC}",
         "source.max-offsets-per-trigger=60",
         "starrocks.sink.buffer-flush.interval-ms=500",
+        *settings,
     ]
     proc = PipelineProcess(LOCAL_CONFIG, [*overrides, *extra], workdir / "pipeline.log")
     proc.start()

@@ -21,7 +21,7 @@ from devstack.kafka.broker import BrokerHandle, start_broker
 from devstack.starrocks.launcher import EmulatorHandle, start_emulator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DDL_FILE = REPO_ROOT / "conf" / "ddl" / "orders.sql"
+DDL_FILE = REPO_ROOT / "demo" / "sql" / "orders.sql"
 LOCAL_CONFIG = REPO_ROOT / "conf" / "local.yaml"
 
 

@@ -131,6 +131,14 @@ def test_table_map_and_unknown_table() -> None:
     assert len(rejects) == 4  # the order, two items, the END: the whole transaction
     assert all(r.reason.startswith("unknown-table:") for r in rejects)
     assert {r.txn_id for r in rejects} == {"705"}
+    # Nothing of the rejected events is lost, and each reject is keyed by its own record
+    # (topic, partition, offset): the transaction spans topics, its rows must not collide.
+    assert all(r.row for r in rejects), rejects
+    assert [(r.first_offset, r.last_offset) for r in rejects] == [
+        (r.last_offset, r.last_offset) for r in rejects
+    ]
+    keys = {(r.topic, r.partition, r.first_offset, r.row_seq) for r in rejects}
+    assert len(keys) == len(rejects)
 
 
 def test_toast_placeholder_never_overwrites_a_value() -> None:

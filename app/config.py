@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
         # Prometheus metrics on the driver (docs/metrics.md); 0 = off.
         "metrics-port": 0,
         "metrics-host": "127.0.0.1",
+        # Micro-batches without new data, so a txn-timeout fires while the stream is idle
+        # (docs/configuration.md#idle-batches); off, an idle pipeline runs no Spark job at all.
+        "idle-batches": False,
     },
     "source": {
         "format": "kafka",
@@ -89,6 +92,7 @@ class PipelineSettings:
     progress: Literal["line", "quiet"]
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+    idle_batches: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,7 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
         progress="line" if progress == "line" else "quiet",
         metrics_port=_int(section, "pipeline", "metrics-port", minimum=0),
         metrics_host=_str(section, "pipeline", "metrics-host"),
+        idle_batches=_bool(section, "pipeline", "idle-batches"),
     )
 
 

@@ -9,7 +9,8 @@ and the alert rules we suggest.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -23,8 +24,14 @@ _VISIBLE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0,
 class PipelineMetrics:
     """The pipeline's metrics, in a registry of its own (several pipelines per process in tests)."""
 
-    def __init__(self, pipeline: str, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: str,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
+        self._clock = clock
         self._pipeline = pipeline
         r = self.registry
         self.batches = Counter(
@@ -84,6 +91,9 @@ class PipelineMetrics:
         )
         self._open_since: dict[tuple[str, int], float] = {}
 
+    def _age(self, since: float) -> float:
+        return self._clock() - since
+
     def serve(self, port: int, host: str) -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = any free port); returns the port."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
@@ -116,11 +126,13 @@ class PipelineMetrics:
         """Which partitions have consumed past their last emitted transaction (progress)."""
         self.open_transactions.set(sum(open_partitions.values()))
         for key, is_open in open_partitions.items():
+            child = self.oldest_open_seconds.labels(key[0], str(key[1]))
             since = self._open_since.get(key)
             if is_open and since is None:
                 self._open_since[key] = since = now_s
+                # Aged at scrape time: an idle pipeline runs no batch (pipeline.idle-batches),
+                # and the age of an abandoned transaction must still grow for the alert.
+                child.set_function(partial(self._age, since))
             elif not is_open:
                 self._open_since.pop(key, None)
-                since = None
-            age = 0.0 if since is None else now_s - since
-            self.oldest_open_seconds.labels(key[0], str(key[1])).set(age)
+                child.set_function(lambda: 0.0)

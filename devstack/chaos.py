@@ -227,6 +227,9 @@ def run_once(
             "starrocks.sink.commit.check-timeout-ms=20000",
             f"assembler.max-txn-rows={MAX_TXN_ROWS}",
             "assembler.txn-timeout=4s",
+            # The bad input ends partitions with abandoned transactions: they must time out
+            # while the stream is idle, which takes Spark's no-data batches.
+            "pipeline.idle-batches=true",
         ]
         extra.append(f"starrocks.load-url=127.0.0.1:{proxy.port}")
         if per_table:

@@ -128,3 +128,14 @@ def test_get_refuses_secrets(conf_file: Path, capsys: pytest.CaptureFixture[str]
 def test_trigger_interval_is_a_duration(conf_file: Path) -> None:
     config = load_config(conf_file, ["starrocks.sink.buffer-flush.interval-ms=2s"])
     assert config.pipeline.trigger_interval_ms == 2000
+
+
+def test_idle_batches_are_off_by_default(conf_file: Path) -> None:
+    from app.session import BASE_CONF
+
+    # An idle pipeline must not run a Spark job every trigger (benchmarks.idle: ~44 CPU-s/min).
+    assert "spark.sql.streaming.noDataMicroBatches.enabled" not in BASE_CONF
+    assert load_config(conf_file).pipeline.idle_batches is False
+    assert load_config(conf_file, ["pipeline.idle-batches=true"]).pipeline.idle_batches is True
+    with pytest.raises(ConfigError, match="idle-batches"):
+        load_config(conf_file, ["pipeline.idle-batches=sometimes"])

@@ -55,16 +55,23 @@ def test_a_replayed_batch_is_a_recovery_action_and_counts_nothing_twice() -> Non
     assert value(m, "cdc_rows_committed_total") == 0
 
 
-def test_open_transaction_age_per_partition() -> None:
-    m = PipelineMetrics("p")
+def test_open_transaction_age_per_partition_grows_between_batches() -> None:
+    now = [100.0]
+    m = PipelineMetrics("p", clock=lambda: now[0])
     m.on_open({("cdc", 0): True, ("cdc", 1): False}, now_s=100.0)
+    now[0] = 130.0
     m.on_open({("cdc", 0): True, ("cdc", 1): True}, now_s=130.0)
     assert value(m, "cdc_open_transactions") == 2
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 30
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 0
-    m.on_open({("cdc", 0): False, ("cdc", 1): True}, now_s=140.0)
+    # No batch runs while the pipeline is idle (pipeline.idle-batches: false); the age of an
+    # abandoned transaction keeps growing at every scrape all the same.
+    now[0] = 400.0
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 300
+    m.on_open({("cdc", 0): False, ("cdc", 1): True}, now_s=410.0)
+    now[0] = 410.0
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 0
-    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 10
+    assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 280
 
 
 def test_served_over_http() -> None:

@@ -20,14 +20,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from assembler.debezium import DebeziumSettings
-from assembler.settings import AssemblerSettings
+from assembler.settings import AssemblerSettings, Targets
 from common.errors import ConfigError
 from common.options import Options
 from sinks.starrocks.config import StarRocksSinkConfig
@@ -204,6 +204,14 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
     starrocks_options.setdefault("sink.pipeline-name", _str(tree["pipeline"], "pipeline", "name"))
     sink = StarRocksSinkConfig.from_options(starrocks_options)
     assembler = AssemblerSettings.from_options(_string_map(tree["assembler"], "assembler"))
+    # Rows for a table the sink may not write are dead-lettered by the assembler (a policy),
+    # not left to fail the sink on every replay of their batch.
+    targets = Targets(
+        database=sink.database,
+        tables=None if sink.tables is None else frozenset(sink.tables),
+        reserved=frozenset(sink.system_tables()),
+    )
+    assembler = replace(assembler, targets=targets)
     pipeline = _pipeline(tree["pipeline"], starrocks_options)
     return AppConfig(
         pipeline=pipeline,

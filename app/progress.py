@@ -133,6 +133,14 @@ class ProgressListener(StreamingQueryListener):
                 ends.update({t: p for t, p in offsets.items() if isinstance(p, dict)})
             else:
                 log.debug("progress: endOffset not per partition: %s", source.endOffset)
+        # Where a batch's time went (Spark's own phases: latestOffset, addBatch = ours,
+        # walCommit, commitOffsets, ...): the first thing to read when latency is high.
+        durations = dict(progress.durationMs or {})
+        log.info(
+            "batch timing batch_id=%s %s",
+            progress.batchId,
+            " ".join(f"{k}_ms={v}" for k, v in sorted(durations.items())),
+        )
         self._reporter.on_progress(progress.batchId, int(progress.numInputRows), ends)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802

@@ -395,6 +395,12 @@ class _Run:
         if ev.target is None:
             ev.bad = [UNKNOWN_TABLE, f"source table {schema}.{table} is not in the table map"]
             return ev
+        targets = self.s.core.targets
+        problem = None if targets is None else targets.problem(*ev.target)
+        if problem is not None:
+            ev.target = None
+            ev.bad = [UNKNOWN_TABLE, f"source table {schema}.{table}: {problem}"]
+            return ev
         if op in _UPSERT_OPS:
             after = doc.get("after")
             if not isinstance(after, dict):

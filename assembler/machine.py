@@ -485,7 +485,18 @@ class _Run:
         if ev.source_ts_ms is not None:
             self.last_ts = ev.source_ts_ms
         settings = self.settings
-        if self.rows > settings.max_txn_rows or self.nbytes > settings.max_txn_bytes:
+        targets = settings.targets
+        problem = None if targets is None else targets.problem(database, table)
+        if problem is not None:
+            self.reject_open(
+                Violation.UNKNOWN_TABLE,
+                rec.offset,
+                f"DATA at offset {rec.offset} targets {database}.{table}: {problem}",
+                None,
+                None,
+                closes=False,
+            )
+        elif self.rows > settings.max_txn_rows or self.nbytes > settings.max_txn_bytes:
             self.reject_open(
                 Violation.TXN_TOO_LARGE,
                 rec.offset,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from assembler.codecs import ENCODINGS, CodecSettings
 from common.errors import ConfigError
@@ -30,6 +31,7 @@ class Violation(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
     EVENT_COUNT_MISMATCH = "event-count-mismatch"
     TXN_TOO_LARGE = "txn-too-large"
     TXN_TIMEOUT = "txn-timeout"
+    UNKNOWN_TABLE = "unknown-table"
 
 
 class Policy(str, Enum):  # noqa: UP042 -- the fixed API says (str, Enum)
@@ -62,6 +64,34 @@ OPTION_KEYS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
+class Targets:
+    """The tables DATA events may write: the sink's database and ``table-name``.
+
+    A row for anything else would fail the sink terminally on every replay of its batch, so it
+    is an ``unknown-table`` violation instead (its transaction is dead-lettered or the query
+    fails, by policy). The sink's own tables (progress, dead letters) are never targets: only
+    the pipeline writes them.
+    """
+
+    database: str
+    tables: frozenset[str] | None  # None: any table of the database (table-name: *)
+    reserved: frozenset[str] = frozenset()
+
+    def problem(self, database: str, table: str) -> str | None:
+        """Why ``database.table`` may not be written, or ``None`` when it may."""
+        if table in self.reserved:
+            return f"table {table!r} is the sink's own; only the pipeline writes it"
+        if database != self.database:
+            return f"database {database!r} is not the sink's database-name {self.database!r}"
+        if self.tables is not None and table not in self.tables:
+            return (
+                f"table {table!r} is not in table-name ({', '.join(sorted(self.tables))}); "
+                "add it there (and create it) to load it"
+            )
+        return None
+
+
+@dataclass(frozen=True)
 class AssemblerSettings:
     """Policies and limits of the transaction assembler.
 
@@ -73,6 +103,8 @@ class AssemblerSettings:
             encoding: 17 bytes + database + table + row per DATA event).
         txn_timeout_ms: a transaction open longer than this (processing time since its BEGIN
             was applied) is a ``txn-timeout`` violation.
+        targets: the tables DATA events may write (``None``: not checked here); set by the
+            app from the sink's settings.
     """
 
     codec: CodecSettings = field(default_factory=CodecSettings)
@@ -80,6 +112,7 @@ class AssemblerSettings:
     max_txn_rows: int = 1_000_000
     max_txn_bytes: int = 256 * 1024 * 1024
     txn_timeout_ms: int = 600_000
+    targets: Targets | None = None
 
     def __post_init__(self) -> None:
         # A plain dict (not MappingProxyType) so the settings stay picklable.
@@ -147,7 +180,7 @@ class AssemblerSettings:
             else default
             for v in Violation
         }
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, Any] = {}
         if "max-txn-rows" in options:
             kwargs["max_txn_rows"] = _parse_positive_int(
                 "max-txn-rows", options["max-txn-rows"], maximum=_MAX_TXN_ROWS

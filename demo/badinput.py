@@ -16,6 +16,8 @@ begin-while-open   BEGIN(X), DATA(X) x a, BEGIN(Z), END(Z, event_count=0)    BEG
 event-count-mis.   BEGIN, DATA x a, END(event_count = a + 1)                 all
 txn-too-large      BEGIN, DATA x (max-txn-rows + 1 + c), END                 all
 txn-timeout        BEGIN, DATA x a, and never an END (the partition's last)  all
+unknown-table      BEGIN, DATA x a, DELETE from _cdc_dead_letter, DATA x b,  all
+                   END (an event may not touch the sink's own tables)
 ================== ========================================================= ===========
 
 ``begin-while-open``: the assembler rejects the open transaction X and starts Z normally; Z is
@@ -81,6 +83,7 @@ class BadInputKind(StrEnum):
     EVENT_COUNT_MISMATCH = "event-count-mismatch"
     TXN_TOO_LARGE = "txn-too-large"
     TXN_TIMEOUT = "txn-timeout"
+    UNKNOWN_TABLE = "unknown-table"
 
 
 Record = Event | bytes
@@ -273,6 +276,19 @@ class _Builder:
             records = [begin, *data, self._marker(txn_id, _END, len(data) + 1)]
         elif kind is BadInputKind.TXN_TIMEOUT:
             records = [begin, *data]
+        elif kind is BadInputKind.UNKNOWN_TABLE:
+            # An event that would delete dead letters: only the pipeline may write that table.
+            stray = Event(
+                txn_id=txn_id,
+                type=_DATA,
+                database=plan.database,
+                table="_cdc_dead_letter",
+                op="DELETE",
+                row=encode_row({"topic": "orders", "kafka_partition": 0, "first_offset": 0}),
+                source_ts_ms=self.ts,
+            )
+            end = self._marker(txn_id, _END, len(data) + 1)
+            records = [begin, *data[:a], stray, *data[a:], end]
         else:
             assert plan.max_txn_rows is not None  # checked by BadInputPlan
             large = self._data(txn_id, order_id, plan.max_txn_rows + 1 + b)

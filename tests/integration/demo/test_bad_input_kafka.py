@@ -19,7 +19,7 @@ from assembler.codecs import CodecSettings, Encoding
 from assembler.machine import TransactionAssembler
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
-from assembler.settings import AssemblerSettings
+from assembler.settings import AssemblerSettings, Targets
 from demo import generate as generate_cli
 from demo.badinput import BadInputKind
 from demo.deadletters import compare_dead_letters, expected_from_truth, group_rows
@@ -30,6 +30,9 @@ from demo.verify import compare_table
 from demo.workload import WorkloadConfig
 from tests.integration.demo.test_generate_kafka import consume_all
 
+DEMO_TARGETS = Targets(
+    "demo", frozenset({"orders", "order_items"}), frozenset({"_cdc_progress", "_cdc_dead_letter"})
+)
 pytestmark = pytest.mark.integration
 
 MAX_TXN_ROWS = 12
@@ -42,6 +45,7 @@ def assemble(messages: list[Any], encoding: Encoding) -> list[OutputRow]:
             codec=CodecSettings(encoding=encoding),
             max_txn_rows=MAX_TXN_ROWS,
             txn_timeout_ms=TXN_TIMEOUT_MS,
+            targets=DEMO_TARGETS,
         )
     )
     by_partition: dict[int, list[SourceRecord]] = defaultdict(list)

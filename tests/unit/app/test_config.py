@@ -139,3 +139,17 @@ def test_idle_batches_are_off_by_default(conf_file: Path) -> None:
     assert load_config(conf_file, ["pipeline.idle-batches=true"]).pipeline.idle_batches is True
     with pytest.raises(ConfigError, match="idle-batches"):
         load_config(conf_file, ["pipeline.idle-batches=sometimes"])
+
+
+def test_assembler_learns_the_tables_the_sink_may_write(conf_file: Path) -> None:
+    targets = load_config(conf_file).assembler.targets
+    assert targets is not None
+    assert targets.problem("demo", "orders") is None
+    assert targets.problem("demo", "customers") is not None
+    assert targets.problem("other", "orders") is not None
+    assert targets.problem("demo", "_cdc_dead_letter") is not None
+    assert targets.problem("demo", "_cdc_progress") is not None
+    anything = load_config(conf_file, ["starrocks.table-name=*"]).assembler.targets
+    assert anything is not None
+    assert anything.problem("demo", "customers") is None
+    assert anything.problem("demo", "_cdc_dead_letter") is not None

@@ -16,7 +16,7 @@ from assembler.debezium import (
 )
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
-from assembler.settings import AssemblerSettings, Policy, Violation
+from assembler.settings import AssemblerSettings, Policy, Targets, Violation
 from common.errors import ConfigError
 from tests.unit.assembler.dbz_builders import ITEMS, ORDERS, TXN_TOPIC, Source, settings
 
@@ -321,3 +321,18 @@ def test_settings_from_options() -> None:
         DebeziumSettings.from_options({"database": "d"})
     with pytest.raises(ConfigError, match="expected table"):
         DebeziumSettings.from_options({"transaction-topic": "t", "table.orders": "x"})
+
+
+def test_a_table_the_sink_may_not_write_rejects_the_whole_transaction() -> None:
+    # No table map: every source table goes to the sink's database; table-name still rules.
+    core = AssemblerSettings(
+        txn_timeout_ms=10_000,
+        targets=Targets("demo", frozenset({"orders"}), frozenset({"_cdc_dead_letter"})),
+    )
+    src = Source()
+    out, _ = run(DebeziumAssembler(settings(core=core)), [order_txn(src, 706, 10, 1)])
+    assert rows(out) == []
+    rejects = [r for r in out if r.kind == KIND_REJECT]
+    assert len(rejects) == 4
+    assert all(r.reason.startswith("unknown-table:") for r in rejects), rejects
+    assert any("not in table-name" in r.reason for r in rejects)

@@ -7,6 +7,7 @@ import base64
 import json
 import pickle
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from assembler import (
     TransactionAssembler,
     Violation,
 )
+from assembler.settings import Targets
 from assembler.state import TxnStatus
 from common.errors import CdcError, Terminal
 from tests.unit.assembler.builders import (
@@ -58,10 +60,11 @@ class Case:
     fail_txn: str | None
     reject_offsets: list[int]  # offsets that go out as REJECT rows, in order
     row_txns: list[str]  # transactions still emitted as ROW
-    kwargs: dict[str, int] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 GARBAGE = b"{not json"
+TARGETS = Targets("shop", frozenset({"orders"}), frozenset({"_cdc_dead_letter", "_cdc_progress"}))
 CASES = {
     "undecodable-in-txn": Case(
         Violation.UNDECODABLE,
@@ -152,6 +155,34 @@ CASES = {
         [0, 1, 2, 3],
         ["b"],
         {"max_txn_bytes": 50},  # one row is 17 + 4 + 6 + 9 = 36 bytes
+    ),
+    # Rows the sink may not write are rejected here, not left to fail the sink on every replay.
+    "unknown-table": Case(
+        Violation.UNKNOWN_TABLE,
+        [begin("a"), data("a"), data("a", table="customers"), data("a"), end("a"), *txn("b", 1)],
+        2,
+        "a",
+        [0, 1, 2, 3, 4],
+        ["b"],
+        {"targets": TARGETS},
+    ),
+    "wrong-database": Case(
+        Violation.UNKNOWN_TABLE,
+        [begin("a"), data("a", db="other"), end("a"), *txn("b", 1)],
+        1,
+        "a",
+        [0, 1, 2],
+        ["b"],
+        {"targets": TARGETS},
+    ),
+    "sink-own-table": Case(
+        Violation.UNKNOWN_TABLE,
+        [begin("a"), data("a", table="_cdc_dead_letter", op="DELETE"), end("a"), *txn("b", 1)],
+        1,
+        "a",
+        [0, 1, 2],
+        ["b"],
+        {"targets": TARGETS},
     ),
 }
 

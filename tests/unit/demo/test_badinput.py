@@ -23,7 +23,7 @@ from assembler.events import EVENT_SCHEMA_PATH
 from assembler.machine import TransactionAssembler
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
-from assembler.settings import AssemblerSettings
+from assembler.settings import AssemblerSettings, Targets
 from assembler.state import PartitionState, TxnStatus
 from demo.badinput import (
     BAD_ID_BASE,
@@ -47,6 +47,9 @@ from demo.generate import GeneratorConfig
 from demo.model import Tables, decode_row
 from demo.workload import Transaction, Workload, WorkloadConfig, partition_for
 
+DEMO_TARGETS = Targets(
+    "demo", frozenset({"orders", "order_items"}), frozenset({"_cdc_progress", "_cdc_dead_letter"})
+)
 pytestmark = pytest.mark.unit
 
 TOPIC = "orders-cdc"
@@ -110,7 +113,10 @@ def assemble(
     """Every partition through the assembler in random batches; outputs and final states."""
     assembler = TransactionAssembler(
         AssemblerSettings(
-            codec=codec(encoding), max_txn_rows=MAX_TXN_ROWS, txn_timeout_ms=TXN_TIMEOUT_MS
+            codec=codec(encoding),
+            max_txn_rows=MAX_TXN_ROWS,
+            txn_timeout_ms=TXN_TIMEOUT_MS,
+            targets=DEMO_TARGETS,
         )
     )
     rng = random.Random(seed)

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 import requests
 
@@ -101,14 +101,20 @@ class StarRocksClient:
         headers = self._txn_headers(label, multi=False, table=table)
         if self._config.prepared_timeout_s:
             headers["prepared_timeout"] = str(self._config.prepared_timeout_s)
-        return self._call(
+        response = self._call(
             TxnOp.PREPARE, "POST", self._txn_path(TxnOp.PREPARE), headers, label, table
         )
+        _report_filtered(response, label, table)
+        return response
 
     def commit(self, label: str, *, multi: bool, table: str | None = None) -> TxnResponse:
         """Commit; a repeated commit of a committed label answers OK (spec §4.4)."""
         headers = self._txn_headers(label, multi=multi, table=table)
-        return self._call(TxnOp.COMMIT, "POST", self._txn_path(TxnOp.COMMIT), headers, label, table)
+        response = self._call(
+            TxnOp.COMMIT, "POST", self._txn_path(TxnOp.COMMIT), headers, label, table
+        )
+        _report_filtered(response, label, table)
+        return response
 
     def rollback(self, label: str, *, multi: bool, table: str | None = None) -> TxnResponse:
         """Roll back; idempotent on an ABORTED label."""
@@ -235,8 +241,19 @@ class StarRocksClient:
                         label=label,
                         table=table,
                     )
+                target = urljoin(url, location)
+                refused = self._refuse_redirect(response.status_code, url, target)
+                if refused is not None:
+                    return ProtocolError(
+                        f"StarRocks {op} label={label}: HTTP {response.status_code} from {url} "
+                        f"to {target} not followed ({refused}); the credentials were not sent "
+                        "there",
+                        op=str(op),
+                        label=label,
+                        table=table,
+                    )
                 # Same method, same headers (Authorization included), same body: spec §1.
-                url = urljoin(url, location)
+                url = target
                 continue
             return classify(op, response.status_code, response.content, label=label, table=table)
         return ProtocolError(
@@ -246,6 +263,27 @@ class StarRocksClient:
             table=table,
         )
 
+    def _refuse_redirect(self, status: int, source: str, target: str) -> str | None:
+        """Why a redirect must not be followed with our credentials, or ``None``.
+
+        StarRocks' FE answers 307 (never 301/302/303, which clients may turn into a body-less
+        GET) to one of its BEs, over the scheme the client used. Anything else is not
+        StarRocks: following it would hand ``Authorization`` to another host and trust its
+        answers (a forged ``VISIBLE`` would skip a batch).
+        """
+        if status not in (307, 308):
+            return "StarRocks redirects with 307 only"
+        src, dst = urlsplit(source), urlsplit(target)
+        if dst.scheme != src.scheme:
+            return f"scheme changes from {src.scheme} to {dst.scheme}"
+        host = dst.hostname or ""
+        if not self._config.allows_redirect_to(host):
+            return (
+                f"host {host!r} is neither a load-url FE nor in sink.redirect.allowed-hosts; "
+                "add your BE hosts there (or '*')"
+            )
+        return None
+
     def _current_host(self) -> str:
         with self._lock:
             return self._config.load_urls[self._host_index % len(self._config.load_urls)]
@@ -254,6 +292,24 @@ class StarRocksClient:
         with self._lock:
             if self._config.load_urls[self._host_index % len(self._config.load_urls)] == failed:
                 self._host_index += 1
+
+
+def _report_filtered(response: TxnResponse, label: str, table: str | None) -> None:
+    """Rows StarRocks dropped (only possible with sink.allow-filtered-rows): never silent."""
+    try:
+        filtered = int(response.get("NumberFilteredRows") or 0)
+    except (TypeError, ValueError):
+        return
+    if filtered > 0:
+        logger.warning(
+            "starrocks dropped rows label=%s table=%s filtered=%d loaded=%s error_url=%s "
+            "(max_filter_ratio > 0 with sink.allow-filtered-rows=true)",
+            label,
+            table or "*",
+            filtered,
+            response.get("NumberLoadedRows"),
+            response.get("ErrorURL"),
+        )
 
 
 def _not_sent(error: requests.RequestException) -> bool:

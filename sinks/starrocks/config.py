@@ -31,7 +31,14 @@ _RESERVED_HEADERS = frozenset(
     {"label", "db", "table", "transaction_type", "authorization", "timeout", "expect"}
 )
 _FIXED_HEADERS = {"format": "json", "strip_outer_array": "true"}
-_DEFAULT_PROPERTIES = {"format": "json", "strip_outer_array": "true", "ignore_json_size": "true"}
+# strict_mode: a value StarRocks cannot convert fails the load instead of loading as NULL
+# (spec §5); filtered rows then fail the commit unless max_filter_ratio allows them.
+_DEFAULT_PROPERTIES = {
+    "format": "json",
+    "strip_outer_array": "true",
+    "ignore_json_size": "true",
+    "strict_mode": "true",
+}
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,11 @@ class StarRocksSinkConfig:
     dead_letter_table: str = "_cdc_dead_letter"
     create_system_tables: bool = True
     replication_num: int | None = None
+    # Hosts a 307/308 may send this client (and its Authorization) to, besides the FEs of
+    # load-url; "*" = any. StarRocks' FE redirects loads to a BE chosen by the FE.
+    redirect_hosts: frozenset[str] = frozenset()
+    # max_filter_ratio > 0 drops rows StarRocks rejects: only with this explicit consent.
+    allow_filtered_rows: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
@@ -101,6 +113,13 @@ class StarRocksSinkConfig:
             )
         return notes
 
+    def allows_redirect_to(self, host: str) -> bool:
+        """Whether a redirect may carry this client's credentials to ``host``."""
+        if "*" in self.redirect_hosts:
+            return True
+        fe_hosts = {urlsplit(u).hostname for u in self.load_urls}
+        return host.lower() in fe_hosts or host.lower() in self.redirect_hosts
+
     def allows_table(self, table: str) -> bool:
         """Whether input rows may target ``table`` (progress table is the sink's own)."""
         if table == self.progress_table:
@@ -136,6 +155,8 @@ _KNOWN = frozenset(
         "sink.dead-letter-table",
         "sink.create-system-tables",
         "sink.ddl.replication-num",
+        "sink.redirect.allowed-hosts",
+        "sink.allow-filtered-rows",
     }
 )
 _PROPERTIES_PREFIX = "sink.properties."
@@ -279,6 +300,35 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
     # sink.buffer-flush.interval-ms is the app's trigger interval (one transaction per
     # micro-batch); the sink itself only checks its spelling.
     opt.duration_s("sink.buffer-flush.interval-ms", 0, unit="ms", minimum=0)
+    allow_filtered = opt.boolean("sink.allow-filtered-rows", False)
+    for table, headers in (("", props), *per_table.items()):
+        ratio = headers.get("max_filter_ratio", "0")
+        try:
+            drops = float(ratio) > 0
+        except ValueError:
+            drops = True  # StarRocks refuses it at load time; say so here, by key
+        if drops and not allow_filtered:
+            key = f"sink.properties.{table + '.' if table else ''}max_filter_ratio"
+            _fail(
+                key,
+                f"={ratio} lets StarRocks drop rows it cannot load, silently; set "
+                "sink.allow-filtered-rows=true to accept that (dropped rows are then logged "
+                "per batch), or leave it at 0",
+            )
+    multi_table = opt.boolean("sink.transaction.multi-table.enabled", True)
+    if allow_filtered and multi_table:
+        # A multi-table commit answers without NumberFilteredRows (StreamLoadMultiStmtTask):
+        # drops there could never be reported.
+        _fail(
+            "sink.allow-filtered-rows",
+            "needs sink.transaction.multi-table.enabled=false: a multi-table transaction's "
+            "answers do not say how many rows StarRocks dropped, so drops could not be reported",
+        )
+    redirect_hosts = frozenset(
+        h.strip().lower()
+        for h in str(options.get("sink.redirect.allowed-hosts", "")).split(",")
+        if h.strip()
+    )
     return StarRocksSinkConfig(
         load_urls=_load_urls(_required(options, "load-url")),
         jdbc_host=jdbc_host,
@@ -289,7 +339,7 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         password=opt.secret("password"),
         label_prefix=prefix,
         pipeline_name=pipeline,
-        multi_table=opt.boolean("sink.transaction.multi-table.enabled", True),
+        multi_table=multi_table,
         load_properties=props,
         table_properties=per_table,
         max_bytes_per_load=opt.size("sink.buffer-flush.max-bytes", 64 * 1024 * 1024, minimum=1024),
@@ -310,4 +360,6 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         dead_letter_table=dead_letter,
         create_system_tables=opt.boolean("sink.create-system-tables", True),
         replication_num=replication or None,
+        redirect_hosts=redirect_hosts,
+        allow_filtered_rows=allow_filtered,
     )

@@ -118,7 +118,8 @@ _TOO_MANY_ADVICE = (
 _FILTERED_ADVICE = (
     "rows do not fit the table schema: open the error URL to see them, fix the data or the "
     "schema (or route such rows to the dead-letter table upstream); raise "
-    "sink.properties.max_filter_ratio only if dropping rows is acceptable"
+    "sink.properties.max_filter_ratio with sink.allow-filtered-rows=true only if dropping "
+    "rows is acceptable"
 )
 _AUTH_ADVICE = (
     "check username/password and that the user has INSERT on the target tables; if this "

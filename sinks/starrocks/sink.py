@@ -137,6 +137,7 @@ class StarRocksSink(Sink):
         )
         self._client: StarRocksClient | None = None
         self._known_tables: set[str] | None = None
+        self._primary_checked: set[str] = set()  # table-name: *, checked on first sight
         self.last_result: BatchResult | None = None
 
     @classmethod
@@ -182,6 +183,7 @@ class StarRocksSink(Sink):
                         f"{cfg.database}: create them (PRIMARY KEY tables) or fix table-name"
                     )
                     raise SinkTerminalError(msg, tables=missing)
+                self._require_primary_keys(sql, cfg.tables)
             for name, ddl in (
                 (cfg.progress_table, progress_table_ddl(cfg)),
                 (cfg.dead_letter_table, dead_letter_table_ddl(cfg)),
@@ -319,6 +321,21 @@ class StarRocksSink(Sink):
                     "exist in StarRocks: create it (PRIMARY KEY table)"
                 )
                 raise SinkTerminalError(msg, table=s.table, topic=s.topic, partition=s.partition)
+            if cfg.tables is None and s.table not in self._primary_checked:
+                with StarRocksSql(cfg) as sql:
+                    self._require_primary_keys(sql, [s.table])
+                self._primary_checked.add(s.table)
+
+    def _require_primary_keys(self, sql: StarRocksSql, tables: Sequence[str]) -> None:
+        cfg = self.config
+        others = [t for t in tables if not sql.is_primary_key_table(cfg.database, t)]
+        if others:
+            msg = (
+                f"StarRocks tables {', '.join(others)} of {cfg.database} are not PRIMARY KEY "
+                "tables: CDC upserts and deletes by key need one (a DUPLICATE KEY table would "
+                "keep every version and never delete); recreate them with PRIMARY KEY"
+            )
+            raise SinkTerminalError(msg, tables=others)
 
     def _table_names(self, refresh: bool = False) -> set[str]:
         if self._known_tables is None or refresh:

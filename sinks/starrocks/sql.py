@@ -84,6 +84,16 @@ class StarRocksSql:
             raise InvalidRequestError(msg)
         return int(match.group(1)), int(match.group(2))
 
+    def is_primary_key_table(self, database: str, table: str) -> bool:
+        """Whether ``database.table`` is a PRIMARY KEY table (``SHOW CREATE TABLE``).
+
+        Only there does the load's ``__op`` column upsert and delete by key: a DUPLICATE KEY
+        table appends, so an UPSERT followed by a DELETE would leave two rows.
+        """
+        rows = self.query(f"SHOW CREATE TABLE `{database}`.`{table}`")
+        ddl = str(rows[0][1]) if rows and len(rows[0]) > 1 else ""
+        return re.search(r"\bPRIMARY\s+KEY\s*\(", ddl, re.IGNORECASE) is not None
+
     def tables(self, database: str) -> set[str]:
         """Table names of ``database``; :class:`UnknownDatabaseError` if it does not exist."""
         rows = self.query(f"SHOW TABLES FROM `{database}`")

@@ -37,6 +37,8 @@ def test_minimal_options_and_defaults():
         "format": "json",
         "strip_outer_array": "true",
         "ignore_json_size": "true",
+        # A value StarRocks cannot convert fails the load instead of loading as NULL.
+        "strict_mode": "true",
     }
 
 
@@ -62,6 +64,7 @@ def test_all_options():
             "sink.create-system-tables": "false",
             "sink.ddl.replication-num": "1",
             "sink.properties.max_filter_ratio": "0.1",
+            "sink.allow-filtered-rows": "true",
             "sink.properties.orders.partial_update": "true",
         }
     )
@@ -172,3 +175,53 @@ def test_a_multi_table_timeout_above_query_timeout_is_a_caveat():
     assert "query_timeout" in notes[0]
     per_table = {"sink.transaction.timeout-s": "10m", "sink.transaction.multi-table.enabled": "no"}
     assert parse(**per_table).caveats() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("sink.properties.max_filter_ratio", "0.1"),
+        ("sink.properties.orders.max_filter_ratio", "1"),
+        ("sink.properties.max_filter_ratio", "lots"),
+    ],
+)
+def test_dropping_rows_needs_explicit_consent(key, value):
+    # max_filter_ratio > 0 lets StarRocks drop rows silently: refuse it without the flag.
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*sink.allow-filtered-rows"):
+        parse(**{key: value})
+    assert parse(**{key: "0"}).allow_filtered_rows is False
+    per_table = {"sink.transaction.multi-table.enabled": "false"}
+    if value != "lots":
+        consent = {key: value, "sink.allow-filtered-rows": "true"}
+        assert parse(**consent, **per_table).allow_filtered_rows
+        # Multi-table answers never report dropped rows: no consent can make them visible.
+        with pytest.raises(ConfigError, match=r"sink\.allow-filtered-rows.*multi-table"):
+            parse(**consent)
+
+
+def test_redirect_hosts_are_the_fes_plus_the_allow_list():
+    cfg = parse()
+    assert cfg.allows_redirect_to("fe1")
+    assert cfg.allows_redirect_to("FE2")
+    assert not cfg.allows_redirect_to("be1")
+    cfg = parse(**{"sink.redirect.allowed-hosts": "be1, BE2"})
+    assert cfg.allows_redirect_to("be1")
+    assert cfg.allows_redirect_to("be2")
+    assert not cfg.allows_redirect_to("evil")
+    assert parse(**{"sink.redirect.allowed-hosts": "*"}).allows_redirect_to("anything")
+
+
+def test_every_option_the_advice_names_is_one_the_config_accepts():
+    # Advice must never send a user to an option the parser then refuses.
+    from pathlib import Path
+
+    from sinks.starrocks import config as config_module
+
+    root = Path(config_module.__file__).parent
+    text = "".join((root / f).read_text() for f in ("errors.py", "client.py", "sink.py"))
+    named = set(re.findall(r"\bsink\.[a-z][a-z0-9.-]*[a-z0-9]", text))
+    assert named, "no option names found: the extraction is broken"
+    for name in sorted(named):
+        if name.startswith("sink.properties") or name.endswith(".md"):
+            continue
+        assert name in config_module._KNOWN, name

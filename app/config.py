@@ -53,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
         "bootstrap-servers": "127.0.0.1:9092",
         "topics": "",
         "starting-offsets": "earliest",
+        # No offsets in the checkpoint but progress rows in StarRocks (app/resume.py):
+        # resume after the last commit | fail | ignore (use starting-offsets).
+        "on-lost-checkpoint": "resume",
         "max-offsets-per-trigger": 200000,
         "fail-on-data-loss": True,
         "options": {},
@@ -108,6 +111,7 @@ class SourceSettings:
     extra_options: Mapping[str, str] = field(default_factory=dict)
     envelope: Literal["txn", "debezium"] = "txn"
     debezium: DebeziumSettings | None = None
+    on_lost_checkpoint: Literal["resume", "fail", "ignore"] = "resume"
 
     def subscribed_topics(self) -> tuple[str, ...]:
         """The topics read: ``topics``, plus Debezium's transaction topic when it is used."""
@@ -271,6 +275,10 @@ def _source(
             'connector\'s JSON, e.g. {"cdc.orders":{"0":42,"1":-2}}'
         )
         raise ConfigError(msg)
+    lost = _str(section, "source", "on-lost-checkpoint")
+    if lost not in ("resume", "fail", "ignore"):
+        msg = f"source.on-lost-checkpoint={lost!r}: expected resume, fail or ignore"
+        raise ConfigError(msg)
     topics = tuple(t.strip() for t in _str(section, "source", "topics").split(",") if t.strip())
     if not topics:
         msg = "source.topics is empty: name the CDC topic(s), comma-separated"
@@ -310,6 +318,7 @@ def _source(
         max_offsets_per_trigger=_int(section, "source", "max-offsets-per-trigger", minimum=1),
         fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
         extra_options=extra,
+        on_lost_checkpoint="resume" if lost == "resume" else "fail" if lost == "fail" else "ignore",
     )
 
 

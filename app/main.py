@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -93,8 +94,9 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     :data:`INSTRUMENT_ENV`); production runs pass none.
     """
     from app.pipeline import detach_listeners, query_id_of, start_query
-    from app.preflight import check_kafka
+    from app.preflight import check_kafka, describe_topics
     from app.progress import ProgressReporter
+    from app.resume import plan_start
     from app.session import build_session
     from sinks.starrocks.sink import StarRocksSink
 
@@ -116,6 +118,11 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     sink.open()
     spark = build_session(config)
     spark.sparkContext.setLogLevel("WARN")
+    # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
+    topic_ids, partitions = describe_topics(config.source)
+    starting = plan_start(spark, config, sink.committed_offsets(), topic_ids, partitions)
+    if starting is not None:
+        config = replace(config, source=replace(config.source, starting_offsets=starting))
     query = start_query(spark, config, sink, reporter)
     log.info(
         "query started name=%s id=%s checkpoint=%s",

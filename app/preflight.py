@@ -49,3 +49,31 @@ def check_kafka(source: SourceSettings, timeout_s: float = 15.0) -> None:
             topic,
             source.bootstrap_servers,
         )
+
+
+def describe_topics(
+    source: SourceSettings, timeout_s: float = 15.0
+) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """Each existing subscribed topic's Kafka topic id and partitions (driver, at start)."""
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
+    settings["log_level"] = 0
+    admin = AdminClient(settings)
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    wanted = [t for t in source.subscribed_topics() if t in existing]
+    ids: dict[str, str] = {}
+    partitions: dict[str, list[int]] = {}
+    if not wanted:
+        return ids, partitions
+    futures = admin.describe_topics(TopicCollection(wanted), request_timeout=timeout_s)
+    for topic, future in futures.items():
+        try:
+            description = future.result()
+        except KafkaException as e:
+            msg = f"Kafka could not describe topic {topic}: {e}"
+            raise PreflightError(msg) from None
+        ids[topic] = str(description.topic_id)
+        partitions[topic] = sorted(p.id for p in description.partitions)
+    return ids, partitions

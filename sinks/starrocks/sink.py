@@ -337,6 +337,22 @@ class StarRocksSink(Sink):
             )
             raise SinkTerminalError(msg, tables=others)
 
+    def committed_offsets(self) -> dict[tuple[str, int], int]:
+        """This pipeline's progress rows: ``(topic, partition) -> last_offset`` (driver).
+
+        The last source offset whose transaction is visible (or dead-lettered) in StarRocks,
+        committed in the same transaction as the rows themselves.
+        """
+        cfg = self.config
+        with StarRocksSql(cfg) as sql:
+            rows = sql.query(
+                # Identifiers are validated plain names (config.py); the value is bound.
+                f"SELECT topic, kafka_partition, last_offset FROM `{cfg.database}`."  # noqa: S608
+                f"`{cfg.progress_table}` WHERE pipeline = %s",
+                (cfg.pipeline_name,),
+            )
+        return {(str(t), int(p)): int(o) for t, p, o in rows if o is not None}
+
     def _table_names(self, refresh: bool = False) -> set[str]:
         if self._known_tables is None or refresh:
             with StarRocksSql(self.config) as sql:

@@ -65,11 +65,11 @@ class StarRocksSql:
                 raise self._map(e, "connect") from e
         return self._conn
 
-    def query(self, statement: str) -> list[tuple[Any, ...]]:
-        """Run one statement and return its rows (empty for DDL)."""
+    def query(self, statement: str, params: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement (``%s`` placeholders bound to ``params``); its rows."""
         try:
             with self._connection().cursor() as cursor:
-                cursor.execute(statement)
+                cursor.execute(statement, params)
                 return [tuple(row) for row in cursor.fetchall()]
         except pymysql.MySQLError as e:
             raise self._map(e, statement.split(None, 1)[0].upper()) from e

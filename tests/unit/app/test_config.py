@@ -153,3 +153,11 @@ def test_assembler_learns_the_tables_the_sink_may_write(conf_file: Path) -> None
     assert anything is not None
     assert anything.problem("demo", "customers") is None
     assert anything.problem("demo", "_cdc_dead_letter") is not None
+
+
+def test_on_lost_checkpoint_is_validated(conf_file: Path) -> None:
+    assert load_config(conf_file).source.on_lost_checkpoint == "resume"
+    config = load_config(conf_file, ["source.on-lost-checkpoint=fail"])
+    assert config.source.on_lost_checkpoint == "fail"
+    with pytest.raises(ConfigError, match="on-lost-checkpoint"):
+        load_config(conf_file, ["source.on-lost-checkpoint=rewind"])

@@ -1,0 +1,166 @@
+"""Where the query starts reading, checked against what StarRocks and Kafka say (driver, start).
+
+Spark's checkpoint owns the Kafka offsets (STYLE.md §13). Two ways it can silently disagree with
+the truth, both found in review:
+
+* **The checkpoint is lost or moved** while StarRocks holds this pipeline's progress rows.
+  ``starting-offsets: latest`` would skip everything since the last commit, ``earliest`` would
+  re-apply the retained log and move rows back to old versions while it catches up. So a query
+  without checkpointed offsets resumes from ``last_offset + 1`` of every partition the progress
+  table knows (``source.on-lost-checkpoint: resume``), or refuses to start (``fail``), or uses
+  ``starting-offsets`` as configured (``ignore``).
+* **A topic is deleted and re-created**: once the new topic grows past the checkpoint's
+  offsets, Spark reads on from them with no warning. Each topic's Kafka topic id is kept next to
+  the checkpoint (``cdc-topic-ids.json``); a different id stops the pipeline before Spark reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from app.config import AppConfig
+from common.errors import CdcError, Terminal
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+TOPIC_IDS_FILE = "cdc-topic-ids.json"
+
+
+class StartRefusedError(CdcError, Terminal):
+    """Starting would skip or rewind data; the message says what to do."""
+
+
+def plan_start(
+    spark: SparkSession,
+    config: AppConfig,
+    progress: Mapping[tuple[str, int], int],
+    topic_ids: Mapping[str, str],
+    partitions: Mapping[str, list[int]],
+) -> str | None:
+    """The ``startingOffsets`` the query must use instead of the configured one, or ``None``.
+
+    Args:
+        spark: the session (its Hadoop file system reads and writes the checkpoint).
+        config: the pipeline's settings.
+        progress: this pipeline's progress rows: ``(topic, partition) -> last_offset``.
+        topic_ids: each subscribed topic's Kafka topic id, now.
+        partitions: each subscribed topic's partitions, now.
+
+    Raises:
+        StartRefusedError: a topic was re-created, or the checkpoint is gone and the policy or the
+            envelope does not allow resuming from the progress table.
+    """
+    location = config.pipeline.checkpoint_location
+    fs = _CheckpointFiles(spark, location)
+    _check_topic_ids(fs, location, topic_ids)
+    if fs.has_offsets():
+        return None
+    ours = {k: v for k, v in progress.items() if k[0] in partitions}
+    policy = config.source.on_lost_checkpoint
+    if not ours or policy == "ignore":
+        if ours:
+            log.warning(
+                "checkpoint has no offsets but StarRocks holds progress of this pipeline; "
+                "source.on-lost-checkpoint=ignore: starting from starting-offsets=%s",
+                config.source.starting_offsets,
+            )
+        return None
+    where = ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(ours.items()))
+    if policy == "fail" or config.source.debezium is not None:
+        why = (
+            "the Debezium envelope also needs the transaction topic's offsets, which the "
+            "progress table does not hold"
+            if config.source.debezium is not None
+            else "source.on-lost-checkpoint=fail"
+        )
+        msg = (
+            f"checkpoint {location} has no offsets, but StarRocks holds progress of pipeline "
+            f"{config.pipeline.name!r} (last committed {where}); {why}. Restore the checkpoint, "
+            "or set source.on-lost-checkpoint=ignore with the starting-offsets you want (JSON "
+            "per partition; last_offset + 1 resumes exactly after the last commit)"
+        )
+        raise StartRefusedError(msg)
+    default = {"earliest": -2, "latest": -1}.get(config.source.starting_offsets)
+    if default is None:
+        log.warning(
+            "checkpoint has no offsets; source.starting-offsets is explicit JSON, so it is "
+            "used as given (progress in StarRocks: %s)",
+            where,
+        )
+        return None
+    offsets = {
+        topic: {str(p): ours.get((topic, p), default - 1) + 1 for p in parts}
+        for topic, parts in partitions.items()
+    }
+    log.warning(
+        "checkpoint %s has no offsets: resuming from StarRocks' progress table (last "
+        "committed %s), not from starting-offsets=%s",
+        location,
+        where,
+        config.source.starting_offsets,
+    )
+    return json.dumps(offsets, sort_keys=True)
+
+
+def _check_topic_ids(fs: _CheckpointFiles, location: str, now: Mapping[str, str]) -> None:
+    stored = fs.read_json(TOPIC_IDS_FILE)
+    if isinstance(stored, dict):
+        for topic, old in sorted(stored.items()):
+            new = now.get(topic)
+            if new is not None and old != new:
+                msg = (
+                    f"topic {topic} was deleted and re-created (Kafka topic id {old} in "
+                    f"checkpoint {location}, {new} now): its offsets in the checkpoint belong "
+                    "to the old topic, and reading on would skip the new one's records. Start "
+                    "with a new pipeline.checkpoint-location (and source.starting-offsets="
+                    "earliest to read the new topic whole)"
+                )
+                raise StartRefusedError(msg)
+    merged = {**(stored if isinstance(stored, dict) else {}), **now}
+    if merged != stored:
+        fs.write_json(TOPIC_IDS_FILE, merged)
+
+
+class _CheckpointFiles:
+    """The checkpoint folder through Hadoop's file system (local, HDFS, S3A alike)."""
+
+    def __init__(self, spark: SparkSession, location: str) -> None:
+        jvm: Any = spark._jvm
+        self._jvm = jvm
+        self._root = jvm.org.apache.hadoop.fs.Path(location)
+        self._fs = self._root.getFileSystem(spark._jsc.hadoopConfiguration())
+
+    def _path(self, name: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(self._root, name)
+
+    def has_offsets(self) -> bool:
+        offsets = self._path("offsets")
+        return bool(self._fs.exists(offsets) and len(self._fs.listStatus(offsets)) > 0)
+
+    def read_json(self, name: str) -> Any:
+        path = self._path(name)
+        if not self._fs.exists(path):
+            return None
+        stream = self._fs.open(path)
+        try:
+            data = bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+        try:
+            return json.loads(data.decode("utf-8"))
+        except ValueError:
+            log.warning("ignoring unreadable %s in the checkpoint", name)
+            return None
+
+    def write_json(self, name: str, value: Any) -> None:
+        stream = self._fs.create(self._path(name), True)
+        try:
+            stream.write(bytearray(json.dumps(value, sort_keys=True).encode("utf-8")))
+        finally:
+            stream.close()

@@ -1,0 +1,74 @@
+"""Where a restarted pipeline reads from, when the checkpoint and Kafka disagree (review findings
+1 and 2): a re-created topic that grew past the checkpoint's offsets is caught, not skipped; a
+lost checkpoint resumes after StarRocks' last commit, whatever ``starting-offsets`` says."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from devstack.kafka.admin import create_topic
+from devstack.stack import LocalStack
+from tests.e2e.test_kafka_behaviour import (
+    caught_up,
+    order_ids,
+    pipeline,
+    produce_orders,
+    stack,  # noqa: F401 - the fixture
+    wait_exit,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_recreated_topic_grown_past_the_checkpoint_stops_before_reading(
+    stack: LocalStack,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    topic = "cdc.regrown"
+    create_topic(stack.bootstrap, topic, 1)
+    produce_orders(stack, topic, range(5))
+    run = pipeline(stack, tmp_path, topic)
+    assert caught_up(stack, topic, {0: 15})
+    assert run.stop() == 0
+
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    create_topic(stack.bootstrap, topic, 1)
+    # 30 records: past the checkpoint's offset 15, so Spark alone would read on from there.
+    produce_orders(stack, topic, range(100, 110))
+
+    failed = pipeline(stack, tmp_path, topic)
+    assert wait_exit(failed, 240) == 1
+    log = "\n".join(failed.lines)
+    assert f"topic {topic} was deleted and re-created" in log, log[-3000:]
+    assert "new pipeline.checkpoint-location" in log
+    assert order_ids(stack) == set(range(5))
+
+
+def test_lost_checkpoint_resumes_after_the_last_commit_not_from_latest(
+    stack: LocalStack,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    topic = "cdc.lostckpt"
+    create_topic(stack.bootstrap, topic, 1)
+    produce_orders(stack, topic, range(5))
+    run = pipeline(stack, tmp_path / "first", topic)
+    assert caught_up(stack, topic, {0: 15})
+    assert run.stop() == 0
+    produce_orders(stack, topic, range(5, 8))  # written while the pipeline is down
+
+    # A new checkpoint folder (the old one lost), and starting-offsets=latest.
+    resumed = pipeline(stack, tmp_path / "second", topic, "source.starting-offsets=latest")
+    try:
+        assert caught_up(stack, topic, {0: 24})
+        assert order_ids(stack) == set(range(8))
+        assert any("resuming from StarRocks' progress table" in line for line in resumed.lines)
+    finally:
+        assert resumed.stop() == 0

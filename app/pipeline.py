@@ -38,7 +38,7 @@ from sinks.base import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,9 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
             F.col("first_offset").alias("first_offset"),
             F.col("row_seq").alias("row_seq"),
             F.lit(config.pipeline.name).alias("pipeline"),
-            F.col("txn_id").alias("txn_id"),
+            fit_bytes(F.col("txn_id"), 255).alias("txn_id"),
             F.col("last_offset").alias("last_offset"),
-            F.substring(F.col("reason"), 1, 1024).alias("reason"),
+            fit_bytes(F.col("reason"), 1024).alias("reason"),
             F.col("row").alias("payload"),
             F.col("source_ts_ms").alias("source_ts_ms"),
         )
@@ -103,6 +103,19 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
         F.when(reject, payload).otherwise(F.col("row")).alias("row"),
         F.coalesce(F.col("txn_seq"), F.lit(-1).cast("bigint")).alias("txn_seq"),
         F.col("row_seq"),
+    )
+
+
+def fit_bytes(col: Column, max_bytes: int) -> Column:
+    """``col`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character.
+
+    StarRocks' VARCHAR(n) counts bytes, and one value too long fails the whole batch's load
+    (a dead letter with a long transaction id or a reason in a non-ASCII language did). The cut
+    keeps 3 bytes spare: a character split by it decodes to one U+FFFD (3 bytes), dropped.
+    """
+    cut = F.decode(F.substring(F.encode(col, "UTF-8"), 1, max_bytes - 3), "UTF-8")
+    return F.when(F.octet_length(col) > max_bytes, F.regexp_replace(cut, "\ufffd$", "")).otherwise(
+        col
     )
 
 
@@ -144,7 +157,10 @@ class BatchWriter:
             stats.attempt = int(getattr(result, "attempt", 0))
         finally:
             df.unpersist()
-        log.info(
+        # An empty batch (pipeline.idle-batches) says nothing at INFO: one a second, all day.
+        empty = stats.rows == 0 and stats.rejected_records == 0 and stats.label is None
+        log.log(
+            logging.DEBUG if empty else logging.INFO,
             "batch done batch_id=%s rows=%s txns=%s rejected_records=%s label=%s "
             "sink_ms=%.0f total_ms=%.0f skipped=%s",
             batch_id,

@@ -94,6 +94,8 @@ class ProgressReporter:
             self._metrics.on_open(open_partitions, time.time())
         if not self._enabled or stats is None:
             return
+        if input_rows == 0 and stats.rows == 0 and stats.rejected_records == 0:
+            return  # an empty batch (pipeline.idle-batches): nothing to show
         elapsed = max(time.monotonic() - self.started, 1e-9)
         print(
             f"batch {stats.batch_id:>6}  in {input_rows:>7}  rows {stats.rows:>7}"
@@ -136,7 +138,8 @@ class ProgressListener(StreamingQueryListener):
         # Where a batch's time went (Spark's own phases: latestOffset, addBatch = ours,
         # walCommit, commitOffsets, ...): the first thing to read when latency is high.
         durations = dict(progress.durationMs or {})
-        log.info(
+        log.log(
+            logging.INFO if progress.numInputRows else logging.DEBUG,
             "batch timing batch_id=%s %s",
             progress.batchId,
             " ".join(f"{k}_ms={v}" for k, v in sorted(durations.items())),

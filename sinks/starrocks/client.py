@@ -168,9 +168,15 @@ class StarRocksClient:
         """Send with bounded in-place retries (only where :func:`retry_in_place` allows)."""
         retries = self._config.max_retries
         attempt = 0
+        # One logical call never outlives its deadline, whatever the retries: a hung FE
+        # (socket open, no answer) would otherwise hold a batch for retries x socket timeout.
+        deadline = time.monotonic() + self._config.call_deadline_s
         while True:
             started = time.monotonic()
-            result = self._send_once(op, method, path, headers, label, table, body)
+            read_timeout = max(0.001, min(self._config.socket_timeout_s, deadline - started))
+            result = self._send_once(
+                op, method, path, headers, label, table, body, read_timeout=read_timeout
+            )
             if isinstance(result, TxnResponse):
                 logger.debug(
                     "starrocks call op=%s label=%s table=%s status=%s ms=%d",
@@ -184,6 +190,18 @@ class StarRocksClient:
             if attempt >= retries or not retry_in_place(op, result):
                 raise result
             delay = self._policy.delay(attempt)
+            if time.monotonic() + delay >= deadline:
+                logger.warning(
+                    "starrocks call gave up op=%s label=%s table=%s attempts=%d "
+                    "sink.call.deadline-ms=%d error=%s",
+                    op,
+                    label,
+                    table,
+                    attempt + 1,
+                    self._config.call_deadline_s * 1000,
+                    result,
+                )
+                raise result
             logger.warning(
                 "starrocks retry op=%s label=%s table=%s attempt=%d delay_s=%.2f error=%s",
                 op,
@@ -205,12 +223,15 @@ class StarRocksClient:
         label: str,
         table: str | None,
         body: bytes | None,
+        *,
+        read_timeout: float | None = None,
     ) -> TxnResponse | StarRocksError:
         base = self._current_host()
         url = base + path
         full_headers = dict(headers)
         full_headers["Authorization"] = self._auth_header
-        timeout = (self._config.connect_timeout_s, self._config.socket_timeout_s)
+        read = self._config.socket_timeout_s if read_timeout is None else read_timeout
+        timeout = (min(self._config.connect_timeout_s, read), read)
         for _hop in range(_MAX_REDIRECTS + 1):
             try:
                 response = self._session.request(

@@ -60,6 +60,7 @@ class StarRocksSinkConfig:
     max_bytes_per_load: int = 64 * 1024 * 1024
     connect_timeout_s: float = 10.0
     socket_timeout_s: float = 300.0
+    call_deadline_s: float = 300.0
     max_retries: int = 5
     retry_backoff_s: float = 0.5
     retry_max_backoff_s: float = 10.0
@@ -144,6 +145,7 @@ _KNOWN = frozenset(
         "sink.buffer-flush.interval-ms",
         "sink.connect.timeout-ms",
         "sink.socket.timeout-ms",
+        "sink.call.deadline-ms",
         "sink.max-retries",
         "sink.retry.backoff-ms",
         "sink.retry.max-backoff-ms",
@@ -300,6 +302,7 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
     # sink.buffer-flush.interval-ms is the app's trigger interval (one transaction per
     # micro-batch); the sink itself only checks its spelling.
     opt.duration_s("sink.buffer-flush.interval-ms", 0, unit="ms", minimum=0)
+    socket_timeout_s = opt.duration_s("sink.socket.timeout-ms", 300.0, unit="ms", minimum=0.001)
     allow_filtered = opt.boolean("sink.allow-filtered-rows", False)
     for table, headers in (("", props), *per_table.items()):
         ratio = headers.get("max_filter_ratio", "0")
@@ -344,7 +347,10 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         table_properties=per_table,
         max_bytes_per_load=opt.size("sink.buffer-flush.max-bytes", 64 * 1024 * 1024, minimum=1024),
         connect_timeout_s=opt.duration_s("sink.connect.timeout-ms", 10.0, unit="ms", minimum=0.001),
-        socket_timeout_s=opt.duration_s("sink.socket.timeout-ms", 300.0, unit="ms", minimum=0.001),
+        socket_timeout_s=socket_timeout_s,
+        call_deadline_s=opt.duration_s(
+            "sink.call.deadline-ms", max(300.0, socket_timeout_s), unit="ms", minimum=0.001
+        ),
         max_retries=opt.integer("sink.max-retries", 5, minimum=0),
         retry_backoff_s=backoff_s,
         retry_max_backoff_s=max_backoff_s,

@@ -244,7 +244,8 @@ class StarRocksSink(Sink):
                 df.unpersist()
         result = _with_total(result, (time.monotonic() - started) * 1000)
         self.last_result = result
-        logger.info(
+        logger.log(
+            logging.DEBUG if result.outcome is Outcome.EMPTY else logging.INFO,
             "starrocks batch batch_id=%s outcome=%s labels=%s attempt=%s rows=%s bytes=%s "
             "requests=%s partitions=%s commit_ms=%.0f total_ms=%.0f",
             batch_id,
@@ -372,7 +373,7 @@ class StarRocksSink(Sink):
                 "topic": s.topic,
                 "kafka_partition": s.partition,
                 "last_offset": s.last_offset,
-                "last_txn_id": s.last_txn_id,
+                "last_txn_id": fit_utf8(s.last_txn_id, 255),
                 "batch_id": batch_id,
                 "commit_time": now,
             }
@@ -456,3 +457,16 @@ def _result(batch_id: int, done: CommitResult, stats: list[TargetStats]) -> Batc
 
 def _with_total(result: BatchResult, total_ms: float) -> BatchResult:
     return replace(result, total_ms=total_ms)
+
+
+def fit_utf8(text: str | None, max_bytes: int) -> str | None:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character.
+
+    StarRocks' VARCHAR(n) counts bytes; one value too long fails the batch's load.
+    """
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode("utf-8", errors="ignore")

@@ -1,6 +1,9 @@
-"""Credentials follow only StarRocks-shaped redirects: a 307/308, same scheme, to a load-url
-FE or an allow-listed BE host. Anything else fails without sending Authorization anywhere new
-(review finding 4: a 302 to another host got the password and its forged answers were trusted).
+"""The HTTP client's guards against servers that are not (or no longer) StarRocks.
+
+Credentials follow only StarRocks-shaped redirects: a 307/308, same scheme, to a load-url FE or
+an allow-listed BE host; anything else fails without sending Authorization anywhere new (review
+finding 4: a 302 to another host got the password and its forged answers were trusted). A hung
+FE fails a call at ``sink.call.deadline-ms``, not after every retry's socket timeout (finding 13).
 """
 
 from __future__ import annotations
@@ -114,3 +117,36 @@ def test_a_307_to_another_scheme_is_not_followed(elsewhere: Server) -> None:
     finally:
         fe.close()
     assert elsewhere.requests == []
+
+
+def test_a_hung_fe_fails_a_call_at_its_deadline_not_after_every_retry() -> None:
+    # Accepts connections and never answers (review finding 13: 300 s x 6 tries = 30 min).
+    import socket
+    import time
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)
+    port = hung.getsockname()[1]
+    options = {
+        "load-url": f"127.0.0.1:{port}",
+        "jdbc-url": "jdbc:mysql://127.0.0.1:9030",
+        "database-name": "demo",
+        "table-name": "orders",
+        "username": "root",
+        "password": "",
+        "sink.socket.timeout-ms": "1000",
+        "sink.max-retries": "10",
+        "sink.retry.backoff-ms": "10",
+        "sink.retry.max-backoff-ms": "10",
+        "sink.call.deadline-ms": "2500",
+    }
+    c = StarRocksClient(StarRocksSinkConfig.from_options(options))
+    started = time.monotonic()
+    try:
+        with pytest.raises(errs.StarRocksError):
+            c.get_load_state("hung-1")  # idempotent: retried in place until the deadline
+    finally:
+        hung.close()
+    elapsed = time.monotonic() - started
+    assert 2.0 < elapsed < 4.5, elapsed  # 10 retries x 1 s would be 11 s

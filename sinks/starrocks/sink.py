@@ -40,6 +40,7 @@ from sinks.starrocks.loader import (
     REPORT_SCHEMA,
     LoadPlan,
     PartitionLoader,
+    TableReport,
     parse_reports,
 )
 from sinks.starrocks.retry import RetryPolicy
@@ -432,7 +433,36 @@ class SparkLoadJob:
                 REPORT_SCHEMA,
             )
         )
-        return parse_reports(row.asDict() for row in loading.collect())
+        sc = df.sparkSession.sparkContext
+        tracker = sc.statusTracker()
+        group = sc.getLocalProperty("spark.jobGroup.id")
+        before = set(tracker.getJobIdsForGroup(group))
+        reports = parse_reports(row.asDict() for row in loading.collect())
+        rerun = rerun_stages(tracker, set(tracker.getJobIdsForGroup(group)) - before)
+        if rerun:
+            # A stage re-run (a fetch failure) starts its tasks at attempt 0 again, so the
+            # executors' own guard cannot see it, and a re-run task may have sent its chunks
+            # into the label a second time: the batch is retried under a new label.
+            report = TableReport(
+                table="",
+                error_kind="transient",
+                error=f"Spark re-ran stage(s) {rerun} of the load job of batch "
+                f"{self._batch_id}; the batch is retried under a new label",
+            )
+            reports.append(report.typed())
+        return reports
+
+
+def rerun_stages(tracker: Any, job_ids: set[int]) -> list[int]:
+    """Stages of ``job_ids`` that Spark ran more than once (driver, Spark's status tracker)."""
+    rerun = []
+    for job_id in sorted(job_ids):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None and stage.currentAttemptId > 0:
+                rerun.append(int(stage_id))
+    return rerun
 
 
 def _result(batch_id: int, done: CommitResult, stats: list[TargetStats]) -> BatchResult:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
+from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings, Targets
 from common.errors import ConfigError
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
         # txn: the project's TXN_BEGIN/DATA/TXN_END envelope, assembled per partition.
         # debezium: Debezium data topics + <prefix>.transaction, assembled per source
         # (docs/debezium.md); its options live in source.debezium.*.
+        # maxwell: Maxwell's JSON rows (xid, commit flag), per partition (docs/maxwell.md).
         "envelope": "txn",
         "debezium": {},
     },
@@ -109,7 +111,7 @@ class SourceSettings:
     max_offsets_per_trigger: int
     fail_on_data_loss: bool
     extra_options: Mapping[str, str] = field(default_factory=dict)
-    envelope: Literal["txn", "debezium"] = "txn"
+    envelope: Literal["txn", "debezium", "maxwell"] = "txn"
     debezium: DebeziumSettings | None = None
     on_lost_checkpoint: Literal["resume", "fail", "ignore"] = "resume"
 
@@ -217,9 +219,19 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
     )
     assembler = replace(assembler, targets=targets)
     pipeline = _pipeline(tree["pipeline"], starrocks_options)
+    source = _source(tree["source"], assembler, sink.database)
+    if source.envelope == "maxwell":
+        # Maxwell's JSON rows go through the same state machine (assembler/maxwell.py).
+        if assembler.codec.encoding != "json":
+            msg = (
+                f"assembler.encoding={assembler.codec.encoding}: source.envelope=maxwell reads "
+                "Maxwell's JSON; leave assembler.encoding at json"
+            )
+            raise ConfigError(msg)
+        assembler = replace(assembler, codec=CodecSettings(encoding="maxwell"))
     return AppConfig(
         pipeline=pipeline,
-        source=_source(tree["source"], assembler, sink.database),
+        source=source,
         assembler=assembler,
         dead_letter=_dead_letter(tree["dead-letter"]),
         starrocks=sink,
@@ -255,6 +267,13 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
         metrics_host=_str(section, "pipeline", "metrics-host"),
         idle_batches=_bool(section, "pipeline", "idle-batches"),
     )
+
+
+_ENVELOPES: dict[str, Literal["txn", "debezium", "maxwell"]] = {
+    "txn": "txn",
+    "debezium": "debezium",
+    "maxwell": "maxwell",
+}
 
 
 def _source(
@@ -293,8 +312,8 @@ def _source(
             msg = f"source.options.{key}: only kafka.* client settings are passed through"
             raise ConfigError(msg)
     envelope = _str(section, "source", "envelope")
-    if envelope not in ("txn", "debezium"):
-        msg = f"source.envelope={envelope!r}: expected txn or debezium"
+    if envelope not in _ENVELOPES:
+        msg = f"source.envelope={envelope!r}: expected txn, debezium or maxwell"
         raise ConfigError(msg)
     debezium_options = _string_map(section["debezium"], "source.debezium")
     debezium = None
@@ -309,7 +328,7 @@ def _source(
         msg = "source.debezium.* is set but source.envelope is not debezium"
         raise ConfigError(msg)
     return SourceSettings(
-        envelope="debezium" if envelope == "debezium" else "txn",
+        envelope=_ENVELOPES[envelope],
         debezium=debezium,
         format="kafka",
         bootstrap_servers=bootstrap,

@@ -40,7 +40,8 @@ from assembler.events import EVENT_SCHEMA_PATH, Event, event_schema_text
 from assembler.exceptions import AssemblerError
 from common.errors import ConfigError, Terminal, Transient
 
-Encoding = Literal["json", "avro", "confluent"]
+# "maxwell" is set by ``source.envelope: maxwell``, not through ``assembler.encoding``.
+Encoding = Literal["json", "avro", "confluent", "maxwell"]
 ENCODINGS: tuple[Encoding, ...] = ("json", "avro", "confluent")
 
 _json_decode = json.JSONDecoder().decode
@@ -60,6 +61,10 @@ class DecodeError(AssemblerError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class SkipRecord(AssemblerError):  # noqa: N818 - a signal, not a failure
+    """A record that carries no row change (a Maxwell DDL or bootstrap marker): skipped."""
 
 
 class SchemaRegistryUnavailableError(AssemblerError, Transient):
@@ -349,17 +354,17 @@ def _has_float(value: Any) -> bool:
     return False
 
 
-def _decimal_json(value: Any) -> str:
+def decimal_json(value: Any) -> str:
     """Compact JSON in which ``Decimal`` numbers keep their exact digits."""
     if type(value) is Decimal:
         return str(value) if value.is_finite() else json.dumps(float(value))
     if type(value) is dict:
         items = ",".join(
-            f"{json.dumps(k, ensure_ascii=False)}:{_decimal_json(v)}" for k, v in value.items()
+            f"{json.dumps(k, ensure_ascii=False)}:{decimal_json(v)}" for k, v in value.items()
         )
         return "{" + items + "}"
     if type(value) is list:
-        return "[" + ",".join(_decimal_json(v) for v in value) + "]"
+        return "[" + ",".join(decimal_json(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -373,9 +378,9 @@ def _row_text(row: dict[str, Any], raw: bytes) -> str:
         try:
             return orjson.dumps(row).decode()
         except TypeError:  # an integer beyond 64 bits (read by the stdlib fallback)
-            return _decimal_json(row)
+            return decimal_json(row)
     exact = json.loads(raw, parse_float=Decimal)
-    return _decimal_json(exact["row"])
+    return decimal_json(exact["row"])
 
 
 class AvroDecoder:
@@ -542,6 +547,10 @@ def make_decoder(settings: CodecSettings) -> Decoder:
         return AvroDecoder(settings)
     if settings.encoding == "confluent":
         return ConfluentDecoder(settings)
+    if settings.encoding == "maxwell":
+        from assembler.maxwell import MaxwellDecoder  # its own module, which imports this one
+
+        return MaxwellDecoder()
     msg = f"encoding: unknown value {settings.encoding!r} (expected one of {', '.join(ENCODINGS)})"
     raise ConfigError(msg)
 

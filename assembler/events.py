@@ -100,6 +100,11 @@ def event_field_names() -> tuple[str, ...]:
 _MAX_NAME_BYTES = 0xFFFF  # database/table lengths are stored as 16-bit in the state buffer
 _VALID_OPS = (None, Op.UPSERT.value, Op.DELETE.value)
 _DATA = EventType.DATA.value
+#: Event types of Maxwell rows (``assembler.maxwell``; only ``source.envelope: maxwell`` accepts
+#: them): a row opens its transaction if none is open; the commit row also completes it.
+MAXWELL_ROW = "MAXWELL_ROW"
+MAXWELL_COMMIT = "MAXWELL_COMMIT"
+_ROW_TYPES = frozenset({_DATA, MAXWELL_ROW, MAXWELL_COMMIT})
 
 
 def _row_problem(row: str) -> str | None:
@@ -134,7 +139,7 @@ def event_problem(event: Event) -> str | None:
     """
     if not event.txn_id:
         return "empty txn_id"
-    if event.type != _DATA:
+    if event.type not in _ROW_TYPES:
         return None
     database, table = event.database, event.table
     if not database or not table:

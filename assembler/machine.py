@@ -28,8 +28,8 @@ from typing import Any
 
 from assembler import buffer
 from assembler.buffer import HEADER_SIZE, OP_CODES, OP_NAMES, Buffered
-from assembler.codecs import DecodeError, Decoder, event_to_json_text, make_decoder
-from assembler.events import Event, EventType, event_problem
+from assembler.codecs import DecodeError, Decoder, SkipRecord, event_to_json_text, make_decoder
+from assembler.events import MAXWELL_COMMIT, MAXWELL_ROW, Event, EventType, event_problem
 from assembler.exceptions import AssemblerError
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
@@ -191,6 +191,7 @@ class _Run:
         "first",
         "last_offset",
         "last_ts",
+        "maxwell",
         "nbytes",
         "now_ms",
         "opened_at",
@@ -209,6 +210,7 @@ class _Run:
 
     def __init__(self, settings: AssemblerSettings, st: PartitionState, now_ms: int) -> None:
         self.settings = settings
+        self.maxwell = settings.codec.encoding == "maxwell"
         self.now_ms = now_ms
         self.topic = st.topic
         self.partition = st.partition
@@ -261,6 +263,8 @@ class _Run:
             try:
                 ev = decode(rec.value)
                 problem = event_problem(ev)
+            except SkipRecord:
+                pass  # no row change (a Maxwell DDL or bootstrap marker)
             except DecodeError as e:
                 self.on_undecodable(rec, e.reason)
             else:
@@ -320,7 +324,9 @@ class _Run:
         t = ev.type
         status = self.status
         same = ev.txn_id == self.txn_id
-        if t == _DATA:
+        if t in (MAXWELL_ROW, MAXWELL_COMMIT) and self.maxwell:
+            self.on_maxwell_row(rec, ev, status, same, commit=t == MAXWELL_COMMIT)
+        elif t == _DATA:
             if status is _OPEN:
                 if same:
                     self.buffer_data(rec, ev)
@@ -418,6 +424,35 @@ class _Run:
                 f"event type {t!r} at offset {rec.offset} (transaction {ev.txn_id!r})",
                 keep_rejecting=False,
             )
+
+    def on_maxwell_row(
+        self, rec: SourceRecord, ev: Event, status: object, same: bool, *, commit: bool
+    ) -> None:
+        """A Maxwell row (``assembler.maxwell``): no BEGIN, ``commit`` on the last row."""
+        if status is _REJECTING and same:
+            self.reject_follow_up(rec, ev)
+            if commit:
+                self.close()
+            return
+        if status is _OPEN and not same:
+            self.reject_open(
+                Violation.BEGIN_WHILE_OPEN,
+                rec.offset,
+                f"row of xid {ev.txn_id!r} at offset {rec.offset} while xid {self.txn_id!r} "
+                f"(first row at offset {self.first}) never committed: its commit flag was "
+                "lost; the open one is rejected, the new one starts",
+                None,
+                None,
+                closes=True,
+            )
+        if self.status is not _OPEN:
+            self.open(rec, ev)
+        self.buffer_data(rec, ev)
+        if commit:
+            if self.status is _OPEN:
+                self.emit(rec, ev)
+            else:
+                self.close()  # rejected while buffering (too large, unknown table): done
 
     def on_undecodable(self, rec: SourceRecord, reason: str) -> None:
         if self.status is _OPEN:
@@ -637,26 +672,28 @@ class _Run:
         begin = Event(txn_id or "", _BEGIN, source_ts_ms=self.begin_ts)
         out = self.out
         topic, partition = self.topic, self.partition
-        out.append(
-            OutputRow(
-                KIND_REJECT,
-                topic,
-                partition,
-                txn_id,
-                None,
-                0,
-                None,
-                None,
-                None,
-                event_to_json_text(begin),
-                False,
-                first,
-                first,
-                self.begin_ts,
-                reason,
+        seq = -1
+        if not self.maxwell:  # a Maxwell transaction has no BEGIN record to dead-letter
+            seq = 0
+            out.append(
+                OutputRow(
+                    KIND_REJECT,
+                    topic,
+                    partition,
+                    txn_id,
+                    None,
+                    0,
+                    None,
+                    None,
+                    None,
+                    event_to_json_text(begin),
+                    False,
+                    first,
+                    first,
+                    self.begin_ts,
+                    reason,
+                )
             )
-        )
-        seq = 0
         for data_offset, op_code, database, table, row in chain(self.buffered()):
             seq += 1
             out.append(

@@ -25,6 +25,7 @@ pipeline must dead-letter: per kind the count, and per transaction its source co
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -41,7 +42,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from assembler.codecs import encode_event, event_to_json_text
-from assembler.events import Event
+from assembler.events import Event, EventType
 from demo.badinput import (
     BadInputKind,
     BadInputPlan,
@@ -68,6 +69,30 @@ def json_with_row_object(event: Event) -> bytes:
     return f'{head[:-1]},"row":{event.row}}}'.encode()
 
 
+def maxwell_records(events: Sequence[Event], xid: int) -> list[bytes]:
+    """One transaction as Maxwell writes it (docs/maxwell.md).
+
+    A row per DATA event, ``xid`` on each, ``commit`` on the last, no BEGIN/END. The row text is
+    spliced in as ``data``, so decimals keep their exact digits.
+    """
+    data = [e for e in events if e.type == EventType.DATA.value and e.row is not None]
+    out = []
+    for i, e in enumerate(data):
+        head = {
+            "database": e.database,
+            "table": e.table,
+            "type": "delete" if e.op == "DELETE" else "insert",
+            "ts": (e.source_ts_ms or 0) // 1000,
+            "xid": xid,
+            "xoffset": i,
+        }
+        if i == len(data) - 1:
+            head["commit"] = True
+        text = json.dumps(head, separators=(",", ":"))
+        out.append(f'{text[:-1]},"data":{e.row}}}'.encode())
+    return out
+
+
 @dataclass(frozen=True)
 class GeneratorConfig:
     """Where and how to send a workload.
@@ -87,6 +112,9 @@ class GeneratorConfig:
         max_txn_rows: the pipeline's ``max-txn-rows`` (needed for ``txn-too-large``).
         row_as_object: with ``json``, write each DATA event's ``row`` as a nested JSON object
             (the usual shape of CDC JSON) instead of a string holding it.
+        maxwell: write Maxwell's JSON instead of the project's envelope (``xid`` on every row,
+            ``commit`` on the last, no BEGIN/END); the pipeline reads it with
+            ``source.envelope: maxwell``.
     """
 
     bootstrap: str
@@ -103,6 +131,7 @@ class GeneratorConfig:
     bad_inputs: Mapping[BadInputKind, int] = field(default_factory=dict)
     max_txn_rows: int | None = None
     row_as_object: bool = False
+    maxwell: bool = False
 
     def __post_init__(self) -> None:
         """Fail fast, naming the option."""
@@ -118,6 +147,9 @@ class GeneratorConfig:
             raise DemoConfigError(msg)
         if self.row_as_object and self.encoding != "json":
             msg = f"row_as_object needs encoding json, got {self.encoding!r}"
+            raise DemoConfigError(msg)
+        if self.maxwell and (self.encoding != "json" or self.bad_inputs or self.row_as_object):
+            msg = "maxwell needs encoding json, no bad input and no row_as_object"
             raise DemoConfigError(msg)
 
     def bad_input_plan(self) -> BadInputPlan:
@@ -339,18 +371,27 @@ def generate(config: GeneratorConfig, *, clock: Clock = wall_clock_ms) -> Genera
             # poll() returns early when a delivery report arrives: wait in a loop.
             while (delay := due - time.monotonic()) > 0:
                 producer.poll(delay)
-        for event in txn.events:
-            if config.row_as_object and event.row is not None:
-                value = json_with_row_object(event)
-            else:
-                value = encode_event(event, config.encoding, schema_id=config.schema_id)
+        if config.maxwell:
+            values = maxwell_records(txn.events, xid=1000 + sent_txns)
+        elif config.row_as_object:
+            values = [
+                json_with_row_object(e)
+                if e.row is not None
+                else encode_event(e, config.encoding, schema_id=config.schema_id)
+                for e in txn.events
+            ]
+        else:
+            values = [
+                encode_event(e, config.encoding, schema_id=config.schema_id) for e in txn.events
+            ]
+        for value in values:
             _produce(producer, config.topic, txn.partition, txn.key, value, on_delivery)
         producer.poll(0)
         sent_txns += 1
-        sent_events += len(txn.events)
+        sent_events += len(values)
         txns_per_partition[txn.partition] = txns_per_partition.get(txn.partition, 0) + 1
         events_per_partition[txn.partition] = events_per_partition.get(txn.partition, 0) + len(
-            txn.events
+            values
         )
         progress.maybe_log(sent_txns, sent_events)
         if errors:
@@ -446,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-topic", action="store_true", help="create the topic if missing")
     p.add_argument("--database", default="demo", help="database named in DATA events")
     p.add_argument(
+        "--maxwell",
+        action="store_true",
+        help="write Maxwell's JSON (xid, commit flag) instead of the project's envelope",
+    )
+    p.add_argument(
         "--row-as-object",
         action="store_true",
         help="json only: write each row as a nested JSON object, not a string",
@@ -499,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bad_inputs=bad_inputs,
             max_txn_rows=args.max_txn_rows,
             row_as_object=args.row_as_object,
+            maxwell=args.maxwell,
         )
     except DemoConfigError as e:
         print(f"error: {e}", file=sys.stderr)

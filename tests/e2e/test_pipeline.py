@@ -112,6 +112,41 @@ def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_cras
     assert log.count("query started") == 2
 
 
+def test_maxwell_stream_exactly_once_through_a_crash_restart(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    # Maxwell's shape: no BEGIN, xid on every row, "commit": true on the last (docs/maxwell.md).
+    partitions = 2
+    create_topic(stack.bootstrap, TOPIC, partitions)
+    extra = (
+        "source.envelope=maxwell",
+        "source.max-offsets-per-trigger=80",
+        "starrocks.sink.buffer-flush.interval-ms=500",
+    )
+    pipeline = start_pipeline(stack, tmp_path, *extra)
+    watcher = Watcher(stack)
+    config = GeneratorConfig(
+        bootstrap=stack.bootstrap,
+        topic=TOPIC,
+        workload=WorkloadConfig(orders=120, partitions=partitions, seed=13),
+        rate=40,
+        maxwell=True,
+    )
+    result_box: list[Any] = []
+    producer = threading.Thread(target=lambda: result_box.append(generate(config)))
+    producer.start()
+    assert pipeline.wait_for_line("batch      2", 240), "no progress before the crash"
+    pipeline.kill()
+    pipeline = start_pipeline(stack, tmp_path, *extra)
+    producer.join(300)
+    result = result_box[0]
+    ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
+    conn = stack.connect()
+    assert wait_caught_up(conn, NAME, TOPIC, ends, 600), "the sink did not catch up"
+    pipeline.stop()
+    assert_exact(stack, result.truth, watcher)
+
+
 def test_avro_with_executors_in_separate_processes(stack: LocalStack, tmp_path: Path) -> None:
     partitions = 2
     create_topic(stack.bootstrap, TOPIC, partitions)

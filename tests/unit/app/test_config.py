@@ -161,3 +161,14 @@ def test_on_lost_checkpoint_is_validated(conf_file: Path) -> None:
     assert config.source.on_lost_checkpoint == "fail"
     with pytest.raises(ConfigError, match="on-lost-checkpoint"):
         load_config(conf_file, ["source.on-lost-checkpoint=rewind"])
+
+
+def test_maxwell_envelope_reads_maxwell_json_with_the_same_machine(conf_file: Path) -> None:
+    config = load_config(conf_file, ["source.envelope=maxwell"])
+    assert config.source.envelope == "maxwell"
+    assert config.assembler.codec.encoding == "maxwell"
+    assert config.assembler.targets is not None  # the same table checks apply
+    with pytest.raises(ConfigError, match="maxwell"):
+        load_config(conf_file, ["source.envelope=maxwell", "assembler.encoding=avro"])
+    with pytest.raises(ConfigError, match="envelope"):
+        load_config(conf_file, ["source.envelope=canal"])

@@ -56,8 +56,8 @@ def test_set_overrides_and_bad_keys_are_named(debezium_conf: Path) -> None:
     assert config.source.debezium.snapshot_batch_rows == 7
     with pytest.raises(ConfigError, match=r"source\.debezium: unknown debezium option 'nope'"):
         load_config(debezium_conf, ["source.debezium.nope=1"])
-    with pytest.raises(ConfigError, match="expected txn or debezium"):
-        load_config(debezium_conf, ["source.envelope=maxwell"])
+    with pytest.raises(ConfigError, match="expected txn, debezium or maxwell"):
+        load_config(debezium_conf, ["source.envelope=canal"])
 
 
 def test_debezium_options_without_the_envelope_are_an_error(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ An environment variable overrides a key that exists in the defaults or the file:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from typing import Any, Literal
 
 import yaml
 
+from app.kafka_client_configs import CONSUMER_CONFIGS, KAFKA_CLIENTS_VERSION
 from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings, Targets
@@ -308,9 +310,7 @@ def _source(
         raise ConfigError(msg)
     extra = _string_map(section["options"], "source.options")
     for key in extra:
-        if not key.startswith("kafka."):
-            msg = f"source.options.{key}: only kafka.* client settings are passed through"
-            raise ConfigError(msg)
+        _check_kafka_option(key)
     envelope = _str(section, "source", "envelope")
     if envelope not in _ENVELOPES:
         msg = f"source.envelope={envelope!r}: expected txn, debezium or maxwell"
@@ -339,6 +339,38 @@ def _source(
         extra_options=extra,
         on_lost_checkpoint="resume" if lost == "resume" else "fail" if lost == "fail" else "ignore",
     )
+
+
+# Consumer settings Spark's Kafka source refuses or owns (KafkaSourceProvider), with the option
+# that does the job instead.
+_SPARK_OWNED = {
+    "auto.offset.reset": "source.starting-offsets",
+    "enable.auto.commit": "nothing: Spark's checkpoint owns the offsets",
+    "key.deserializer": "nothing: keys are read as bytes",
+    "value.deserializer": "nothing: values are read as bytes and decoded by the assembler",
+    "interceptor.classes": "nothing: Spark does not support consumer interceptors",
+}
+
+
+def _check_kafka_option(key: str) -> None:
+    """A typo in ``source.options.kafka.*`` is an error, not a setting Kafka ignores."""
+    if not key.startswith("kafka."):
+        msg = f"source.options.{key}: only kafka.* client settings are passed through"
+        raise ConfigError(msg)
+    name = key.removeprefix("kafka.")
+    if name in _SPARK_OWNED:
+        msg = (
+            f"source.options.{key}: Spark's Kafka source sets this itself; use {_SPARK_OWNED[name]}"
+        )
+        raise ConfigError(msg)
+    if name not in CONSUMER_CONFIGS:
+        close = difflib.get_close_matches(name, sorted(CONSUMER_CONFIGS), n=1)
+        hint = f" (did you mean kafka.{close[0]}?)" if close else ""
+        msg = (
+            f"source.options.{key}: {name!r} is not a Kafka consumer setting of kafka-clients "
+            f"{KAFKA_CLIENTS_VERSION}{hint}"
+        )
+        raise ConfigError(msg)
 
 
 def _is_json_object(text: str) -> bool:

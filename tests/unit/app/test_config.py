@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,40 @@ def test_maxwell_envelope_reads_maxwell_json_with_the_same_machine(conf_file: Pa
         load_config(conf_file, ["source.envelope=maxwell", "assembler.encoding=avro"])
     with pytest.raises(ConfigError, match="envelope"):
         load_config(conf_file, ["source.envelope=canal"])
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("kafka.securty.protocol", "did you mean kafka.security.protocol"),
+        ("kafka.auto.offset.reset", "use source.starting-offsets"),
+        ("kafka.enable.auto.commit", "Spark's checkpoint owns the offsets"),
+        ("bootstrap.servers", "only kafka.* client settings"),
+    ],
+)
+def test_kafka_option_typos_and_spark_owned_keys_are_named(
+    conf_file: Path, key: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(conf_file, [f"source.options.{key}=x"])
+    ok = load_config(conf_file, ["source.options.kafka.security.protocol=SASL_SSL"])
+    assert ok.source.extra_options == {"kafka.security.protocol": "SASL_SSL"}
+
+
+def test_check_config_exits_2_with_one_line_naming_the_key(
+    conf_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.main import main
+
+    code = main(
+        ["--config", str(conf_file), "--check-config", "--set", "source.starting-offsets=latst"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1
+    assert "source.starting-offsets" in err[0]
+    code = main(
+        ["--config", str(conf_file), "--check-config", "--set", "source.options.kafka.lingr=1"]
+    )
+    assert code == 2
+    assert "source.options.kafka.lingr" in capsys.readouterr().err

@@ -31,7 +31,6 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.progress import fmt_duration
 from devstack.debezium import DebeziumConnect
 from devstack.demo_debezium import (
     DATA_TOPICS,
@@ -42,6 +41,7 @@ from devstack.demo_debezium import (
     start_pipeline,
 )
 from devstack.postgres import PostgresServer
+from devstack.progress import fmt_duration
 from devstack.stack import LatencySampler, LocalStack, topic_end_offsets
 
 

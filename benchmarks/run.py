@@ -20,7 +20,7 @@ Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data 
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
    rate, with peak RSS of the JVM, the Python driver and the Python workers.
 
-One line per step with the elapsed time and an ETA (``benchmarks.progress``). Writes
+One line per step with the elapsed time and an ETA (``devstack.progress``). Writes
 ``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary. Never gates
 anything: it reports numbers and ratios.
 """
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import spark_queries
-from benchmarks.progress import Progress
 from benchmarks.spark_queries import SOURCE
+from devstack.progress import Progress
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "stea
 #: The in-process queries of the ceilings part, in the order they run.
 CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
 # Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
-# (benchmarks.progress scales them by how fast the run actually goes).
+# (devstack.progress scales them by how fast the run actually goes).
 STEP_WEIGHTS = {
     "stack": 15.0,
     "prefill": 15.0,
@@ -170,7 +170,7 @@ class Bench:
     """Holds the stack, the Spark session and the results while the parts run."""
 
     def __init__(self, out: Path, sizes: Sizes) -> None:
-        from benchmarks.progress import Progress
+        from devstack.progress import Progress
         from devstack.stack import LocalStack
 
         self.out = out

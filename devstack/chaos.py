@@ -38,6 +38,7 @@ from demo.workload import WorkloadConfig
 from devstack.faultproxy.launcher import ProxyHandle, start_proxy
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
+from devstack.progress import Tally
 from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
 from devstack.starrocks.crashpoints import CRASH_AT_ENV, CRASH_MARKER_ENV
 from sinks.starrocks.labels import parse_label
@@ -545,11 +546,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"partial={result.partial_observations} error={result.error}",
             flush=True,
         )
+        with tally_lock:
+            tally.record(result.passed)
         return result
 
     # Runs are independent (own stack, ports, folders); --parallel overlaps their waits.
     only = {int(n) for n in args.only.split(",") if n.strip()}
     planned = [(i, f) for i, f in enumerate(schedule, start=1) if not only or i in only]
+    tally = Tally(len(planned), emit=lambda line: print(line, flush=True))
+    tally_lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         results = list(pool.map(lambda a: one(*a), planned))
     print()

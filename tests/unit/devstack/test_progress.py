@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.progress import Progress, fmt_duration, fmt_eta
+from devstack.progress import Progress, fmt_duration, fmt_eta
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +48,45 @@ def test_unplanned_steps_still_print_and_count() -> None:
     p.step("a")
     p.step("extra")
     assert lines[-1].startswith("[2/2] extra ... elapsed 0s")
+
+
+def test_tally_counts_runs_and_estimates_the_rest_from_wall_time() -> None:
+    from devstack.progress import Tally
+
+    now = [0.0]
+    lines: list[str] = []
+    tally = Tally(4, emit=lines.append, clock=lambda: now[0])
+    now[0] = 60.0
+    tally.record(True)
+    now[0] = 120.0
+    tally.record(False)
+    assert lines[-1] == "progress: 2/4 runs, 1 passed, 1 failed, elapsed 2m00s, ETA ~2m"
+    tally.record(True)
+    tally.record(True)
+    assert lines[-1] == "progress: 4/4 runs, 3 passed, 1 failed, elapsed 2m00s"
+
+
+def test_wait_with_progress_reports_rate_and_eta_until_the_goal() -> None:
+    from devstack.progress import wait_with_progress
+
+    now = [0.0]
+    done = [0]
+    lines: list[str] = []
+
+    def measure() -> tuple[int, int]:
+        return done[0], 100
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        done[0] += 1  # one unit per half second: 2 per second
+
+    assert wait_with_progress(
+        "rows", measure, 600, every_s=10, emit=lines.append, clock=lambda: now[0], sleep=sleep
+    )
+    assert lines[0] == "rows: 20/100, elapsed 10s, ETA ~40s"
+    done[0] = 0
+    now[0] = 0.0
+    assert not wait_with_progress(
+        "rows", lambda: (0, 5), 3, emit=lines.append, clock=lambda: now[0], sleep=sleep
+    )
+    assert lines[-1] == "rows: 0/5 after 3s: gave up"

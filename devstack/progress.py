@@ -1,4 +1,4 @@
-"""One progress line per benchmark step, with an ETA from the planned steps and elapsed time.
+"""Progress lines with an ETA for long local work: benchmark steps, chaos and soak runs, demos.
 
     [3/11] pipeline (kafka) ... elapsed 2m10s, ETA ~4m
 
@@ -56,6 +56,7 @@ class Progress:
 
     @property
     def total_weight(self) -> float:
+        """The sum of the planned steps' weights."""
         return sum(w for _, w in self.plan)
 
     def eta_s(self) -> float | None:
@@ -94,3 +95,74 @@ class Progress:
     def skip(self, label: str) -> None:
         """Drop a planned step that will not run (e.g. its part failed)."""
         self.plan = [(n, w) for n, w in self.plan if n != label]
+
+
+class Tally:
+    """Runs done of a known total, passed and failed so far, and an ETA from the wall time.
+
+    For independent runs that finish in any order (``make soak`` runs two at once): the ETA is
+    the wall time so far per finished run times the runs left.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        emit: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = total
+        self.emit = emit
+        self.clock = clock
+        self.started = clock()
+        self.passed = 0
+        self.failed = 0
+
+    def record(self, passed: bool) -> str:
+        """Count one finished run and emit the progress line."""
+        if passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+        done = self.passed + self.failed
+        elapsed = self.clock() - self.started
+        left = self.total - done
+        eta = f", ETA {fmt_eta(elapsed / done * left)}" if left > 0 else ""
+        line = (
+            f"progress: {done}/{self.total} runs, {self.passed} passed, {self.failed} failed, "
+            f"elapsed {fmt_duration(elapsed)}{eta}"
+        )
+        self.emit(line)
+        return line
+
+
+def wait_with_progress(
+    label: str,
+    measure: Callable[[], tuple[int, int]],
+    timeout_s: float,
+    every_s: float = 10.0,
+    emit: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Poll ``measure() -> (done, goal)`` until done >= goal; a line with an ETA every ``every_s``.
+
+    Returns whether the goal was reached within ``timeout_s``.
+    """
+    started = last = clock()
+    first_done: int | None = None
+    while True:
+        done, goal = measure()
+        now = clock()
+        if done >= goal:
+            return True
+        if now - started >= timeout_s:
+            emit(f"{label}: {done:,}/{goal:,} after {fmt_duration(now - started)}: gave up")
+            return False
+        if first_done is None:
+            first_done = done
+        if now - last >= every_s:
+            last = now
+            rate = (done - first_done) / max(now - started, 1e-9)
+            eta = f", ETA {fmt_eta((goal - done) / rate)}" if rate > 0 else ""
+            emit(f"{label}: {done:,}/{goal:,}, elapsed {fmt_duration(now - started)}{eta}")
+        sleep(0.5)

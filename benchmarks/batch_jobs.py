@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
 
         q.spark_conf = with_ui
         spark = q.make_session()
-        kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+        kw: dict[str, Any] = {
+            "records": prod.records,
+            "rows": prod.rows,
+            "row_bytes": prod.row_bytes,
+        }
 
         def src() -> Any:
             return q.kafka_stream(spark, stack.bootstrap, topic, args.max_offsets)

@@ -443,7 +443,7 @@ class Bench:
             pairs = sampler.latencies_ms(list(producer.produced.ends))
             first_visible = min((ts + lat for ts, lat in pairs), default=0.0)
             warm = [lat for ts, lat in pairs if ts >= first_visible]
-            res = {
+            res: dict[str, Any] = {
                 "trigger_ms": trigger_ms,
                 "rate_txn_s": s.trigger_rate,
                 "rate_rows_s": s.trigger_rate * shape.txn_rows,

@@ -457,7 +457,8 @@ def pipeline(
     extra: list[str] | None = None,
 ) -> Callable[[str], StreamingQuery]:
     """``app.pipeline.start_query`` as ``app/main.py`` wires it (trigger interval 0)."""
-    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from app.pipeline import query_id_of, start_query
+    from app.progress import ProgressReporter
     from sinks.starrocks.sink import StarRocksSink
 
     def start(checkpoint: str) -> StreamingQuery:
@@ -490,7 +491,8 @@ def start_pipeline_streaming(
     max_offsets: int,
 ) -> StreamingQuery:
     """The pipeline with a processing-time trigger (for the latency runs)."""
-    from app.pipeline import ProgressReporter, query_id_of, start_query
+    from app.pipeline import query_id_of, start_query
+    from app.progress import ProgressReporter
     from sinks.starrocks.sink import StarRocksSink
 
     config = pipeline_config(

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Producer
@@ -190,7 +191,7 @@ class SteadyProducer(threading.Thread):
                                 self.topic,
                                 value=value,
                                 partition=partition,
-                                on_delivery=lambda e, m, ts=ts: on_end(ts, e, m),
+                                on_delivery=partial(on_end, ts),
                             )
                             break
                         except BufferError:

@@ -13,7 +13,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     try:
         import docker
 
-        docker.from_env().ping()
+        docker.from_env().ping()  # type: ignore[attr-defined]  # docker is untyped here
     except Exception as e:
         pytest.exit(
             f"make test-real needs a running Docker engine ({type(e).__name__}: {e}). "

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from app.config import load_config
-from app.pipeline import ProgressReporter, detach_listeners, query_id_of, start_query
+from app.pipeline import detach_listeners, query_id_of, start_query
+from app.progress import ProgressReporter
 from demo.ddl import split_statements
 from devstack.kafka import create_topic, produce
 from devstack.kafka.broker import KafkaBroker

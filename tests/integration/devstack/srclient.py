@@ -7,6 +7,7 @@ tests can assert both the body and who produced it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,12 +89,13 @@ class TxnClient:
         self,
         label: str,
         table: str,
-        rows: list[dict[str, Any]],
+        rows: Sequence[object],
         *,
         multi: bool = False,
         **headers: str,
     ) -> Resp:
-        return self.call("load", label, table=table, multi=multi, data=json.dumps(rows), **headers)
+        extra: dict[str, Any] = dict(headers)  # header names never clash with call()'s own
+        return self.call("load", label, table=table, multi=multi, data=json.dumps(rows), **extra)
 
     def state(self, label: str, db: str | None = None) -> str:
         r = self.session.get(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import requests
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 def _commit_single(c: TxnClient, label: str, table: str, body: str, **headers: str) -> dict:  # type: ignore[type-arg]
     assert c.call("begin", label, table=table).status == "OK"
-    r = c.call("load", label, table=table, data=body, **headers)
+    extra: dict[str, Any] = dict(headers)  # header names never clash with call()'s own
+    r = c.call("load", label, table=table, data=body, **extra)
     assert r.status == "OK", r.text
     r = c.call("commit", label)
     return r.body

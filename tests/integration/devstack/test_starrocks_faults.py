@@ -34,10 +34,10 @@ def test_fail_next_each_op(c: TxnClient, emu: EmulatorHandle) -> None:
     ctl.fail_next("rollback")
     assert c.call("rollback", "f").status == "INTERNAL_ERROR"
     ctl.fail_next("get_load_state", status="FAILED")
-    r = requests.get(
+    raw = requests.get(
         f"{emu.fe_url}/api/{c.db}/get_load_state?label=f", auth=(emu.user, emu.password), timeout=10
     )
-    assert r.json()["Status"] == "FAILED"
+    assert raw.json()["Status"] == "FAILED"
     assert c.state("f") == "PREPARED"
     assert c.call("commit", "f").status == "OK"
     assert ctl.faults() == []

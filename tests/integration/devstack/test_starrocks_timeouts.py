@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -121,7 +122,7 @@ def test_txn_in_processing(c: TxnClient, emu: EmulatorHandle) -> None:
     assert c.call("commit", "mbusy", multi=True).status == "OK"
 
 
-def test_running_txn_limit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_running_txn_limit(tmp_path: Path) -> None:
     proc = start_emulator(tmp_path / "d", extra_args=["--max-running-txns", "2"])
     try:
         h = proc.handle

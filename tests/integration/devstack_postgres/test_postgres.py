@@ -23,8 +23,12 @@ def test_server_is_logical_and_reachable_over_tcp_and_socket(
     handle = postgres_server.handle
     with psycopg.connect(handle.conninfo()) as conn:
         assert conn.execute("SHOW wal_level").fetchone() == ("logical",)
-        assert int(conn.execute("SHOW port").fetchone()[0]) == handle.port
-        major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
+        port = conn.execute("SHOW port").fetchone()
+        version = conn.execute("SHOW server_version_num").fetchone()
+        assert port is not None
+        assert version is not None
+        assert int(port[0]) == handle.port
+        major = int(version[0]) // 10000
     assert major == int(find_pg_bin().parent.name)
     assert (handle.socket_dir / f".s.PGSQL.{handle.port}").is_socket()
     with psycopg.connect(host=str(handle.socket_dir), port=handle.port, user="postgres") as conn:

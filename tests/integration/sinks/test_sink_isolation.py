@@ -1,6 +1,7 @@
 """A concurrent reader never sees part of a micro-batch (multi-table mode)."""
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ CHECK = (
 def test_reader_never_sees_a_partial_batch(sr, spark):
     sink = make_sink(sr)
     sink.open()
-    seen: list[tuple] = []
+    seen: list[tuple[Any, ...]] = []
     stop = threading.Event()
     errors: list[BaseException] = []
 

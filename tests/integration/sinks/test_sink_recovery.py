@@ -116,7 +116,7 @@ def test_server_restart_mid_batch_retries_under_a_new_label(sr, spark):
     sink = make_sink(sr, query_id=QID, fault_hook=restart_after_begin)
     sink.open()
     # the hook fires on every attempt, so allow only the first to be hit by the restart
-    fired = []
+    fired: list[str] = []
 
     def once(point):
         if point == "after_begin" and not fired:

@@ -372,6 +372,7 @@ def test_row_as_a_nested_object_becomes_its_compact_text() -> None:
     event = decoder.decode(
         _json(op="UPSERT", row={"id": 1, "name": "Zoë", "tags": [1, {"a": None}]})
     )
+    assert event.row is not None
     assert json.loads(event.row) == {"id": 1, "name": "Zoë", "tags": [1, {"a": None}]}
     assert event.row == '{"id":1,"name":"Zoë","tags":[1,{"a":null}]}'
     assert event_problem(event) is None

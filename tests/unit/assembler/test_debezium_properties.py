@@ -83,10 +83,10 @@ def test_any_interleaving_emits_whole_transactions_in_commit_order(
         call = data.draw(st.permutations(call))
         step = asm.process(state, call, 0)
         assert all(o.kind == KIND_ROW for o in step.outputs), step.outputs
-        by_txn: dict[int, list[Any]] = {}
+        by_txn: dict[int | None, list[Any]] = {}
         for o in step.outputs:
             by_txn.setdefault(o.txn_seq, []).append(o)
-        emitted += [by_txn[k] for k in sorted(by_txn)]
+        emitted += [by_txn[k] for k in sorted(by_txn, key=lambda k: k or 0)]
         state = pickle.loads(pickle.dumps(step.state)) if data.draw(st.booleans()) else step.state
         previous = call
     got = [[(o.table, json.loads(o.row)["id"]) for o in txn] for txn in emitted]

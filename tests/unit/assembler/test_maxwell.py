@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from assembler.codecs import CodecSettings
+from assembler.codecs import CodecSettings, Encoding
 from assembler.machine import TransactionAssembler
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
@@ -34,7 +34,7 @@ def mx(xid: int | None, kind: str = "insert", commit: bool = False, **extra: Any
 
 
 def run(values: list[bytes], calls: int = 1, maxwell: bool = True, expire_at: int | None = None):
-    encoding = "maxwell" if maxwell else "json"
+    encoding: Encoding = "maxwell" if maxwell else "json"
     asm = TransactionAssembler(
         AssemblerSettings(codec=CodecSettings(encoding=encoding), txn_timeout_ms=1000)
     )

@@ -13,8 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -83,7 +84,8 @@ def partition_streams(draw: st.DrawFn, number: int, encoding: str) -> Partition:
             )
         )
     complete = n_txns
-    if txns and draw(st.booleans()):  # the stream ends inside the last transaction
+    ends_inside: bool = draw(st.booleans())
+    if txns and ends_inside:  # the stream ends inside the last transaction
         last = txns[-1]
         keep = draw(st.integers(1, len(last.rows) + 1))  # BEGIN + some DATA, never the END
         events = events[: len(events) - (len(last.rows) + 2) + keep]
@@ -96,7 +98,7 @@ def partition_streams(draw: st.DrawFn, number: int, encoding: str) -> Partition:
     return Partition(number, txns, complete, recs, events)
 
 
-def split_points(draw: st.DrawFn, n: int) -> list[tuple[int, int]]:
+def split_points(draw: Callable[[st.SearchStrategy[Any]], Any], n: int) -> list[tuple[int, int]]:
     """Split range(n) into contiguous pieces (some may be empty)."""
     cuts = sorted(draw(st.lists(st.integers(0, n), max_size=6)))
     bounds = [0, *cuts, n]
@@ -111,7 +113,10 @@ def chunked(recs: list[SourceRecord], rnd: random.Random) -> Iterator[SourceReco
 
 
 def run_batched(
-    draw: st.DrawFn, parts: list[Partition], asm: TransactionAssembler, rnd: random.Random
+    draw: Callable[[st.SearchStrategy[Any]], Any],
+    parts: list[Partition],
+    asm: TransactionAssembler,
+    rnd: random.Random,
 ) -> tuple[dict[int, list[list[OutputRow]]], dict[int, PartitionState]]:
     """Feed every partition through micro-batches; returns per-partition outputs per call."""
     pieces = {p.number: split_points(draw, len(p.records)) for p in parts}

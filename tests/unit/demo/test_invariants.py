@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,9 @@ from demo.model import ORDER_ITEMS, ORDERS, Tables
 pytestmark = pytest.mark.unit
 
 
-def order(order_id: int, count: int, total: object, version: int) -> tuple[object, ...]:
+def order(
+    order_id: int, count: int, total: object, version: int
+) -> tuple[bool, Any, Any, Any, Any]:
     return (False, order_id, count, total, version)
 
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -114,7 +115,7 @@ def test_determinism_does_not_depend_on_the_clock() -> None:
     a = list(Workload(config, clock=lambda: 1).transactions())
     b = list(Workload(config, clock=lambda: 2).transactions())
 
-    def strip(txn: Transaction) -> list[tuple[object, ...]]:
+    def strip(txn: Transaction) -> list[tuple[Any, ...]]:
         out = []
         for e in txn.events:
             row = decode_row(e.row) if e.row else None

@@ -82,17 +82,21 @@ def test_the_entry_point_loads_the_chaos_hook_from_the_environment(monkeypatch):
 
 
 def test_kill_driver_at_records_the_marker_then_kills_parent_and_self(tmp_path, monkeypatch):
+    import logging
+    import os
+
     from devstack.starrocks import crashpoints
 
     killed = []
-    monkeypatch.setattr(crashpoints.logging, "shutdown", lambda: None)  # keep pytest's handlers
-    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: killed.append(("kill", sig)))
+    # The same module objects crashpoints uses: patched for the length of the test.
+    monkeypatch.setattr(logging, "shutdown", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(("kill", sig)))
 
     def fake_exit(code):
         killed.append(("exit", code))
         raise Crash("exit")
 
-    monkeypatch.setattr(crashpoints.os, "_exit", fake_exit)
+    monkeypatch.setattr(os, "_exit", fake_exit)
     marker = tmp_path / "fired.txt"
     instrument = crashpoints.kill_driver_at("after_commit", 2, str(marker))
     server = FakeStarRocks()

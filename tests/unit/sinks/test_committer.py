@@ -437,8 +437,9 @@ def test_only_a_cancelled_task_is_final_an_aborting_one_is_not(message, final):
     import json
 
     from sinks.starrocks.committer import _cancelled
-    from sinks.starrocks.errors import classify
+    from sinks.starrocks.errors import StarRocksError, classify
     from sinks.starrocks.protocol import TxnOp
 
     err = classify(TxnOp.COMMIT, 200, json.dumps({"Status": "FAILED", "Message": message}))
+    assert isinstance(err, StarRocksError)
     assert _cancelled(err) is final

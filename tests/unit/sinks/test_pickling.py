@@ -2,6 +2,7 @@
 
 import inspect
 import pickle
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,14 +23,14 @@ OPTIONS = {
 }
 
 
-def _error_classes():
+def _error_classes() -> Iterator[type[sink_exceptions.SinkError]]:
     for module in (sink_exceptions, errs):
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, sink_exceptions.SinkError):
                 yield cls
 
 
-@pytest.mark.parametrize("cls", sorted(set(_error_classes()), key=lambda c: c.__name__))
+@pytest.mark.parametrize("cls", sorted(set(_error_classes()), key=str))
 def test_every_sink_error_survives_pickling_with_context(cls):
     err = cls("label=l table=t: boom", label="l", table="t", status="FAILED")
     clone = pickle.loads(pickle.dumps(err))

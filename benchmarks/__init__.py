@@ -1,0 +1,1 @@
+"""Benchmarks: numbers and ratios measured side by side, never a gate (docs/benchmarks.md)."""

@@ -23,6 +23,8 @@ from common.errors import CdcError, ConfigError
 from common.options import is_secret_key
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from sinks.starrocks.txnapi import Instrument
 
 log = logging.getLogger("app")
@@ -120,6 +122,7 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
     topic_ids, partitions = describe_topics(config.source)
+    config = fit_txn_bytes(spark, config, sum(len(p) for p in partitions.values()))
     starting = plan_start(spark, config, sink.committed_offsets(), topic_ids, partitions)
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))
@@ -178,6 +181,44 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
         log.debug("query failure, in full: %s", error)
         return 1
     return 0
+
+
+def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> AppConfig:
+    """``max-txn-bytes`` no larger than the executors' heap holds (app/memory.py)."""
+    from app.memory import STATE_FACTOR, executor_heap, txn_bytes_budget
+
+    sc = spark.sparkContext
+    heap, executors, key = executor_heap(sc.master or "", dict(sc.getConf().getAll()))
+    budget = txn_bytes_budget(heap, executors, partitions)
+    current = config.assembler.max_txn_bytes
+    if _lookup(config.raw, "assembler.max-txn-bytes"):
+        if current > budget:
+            log.warning(
+                "assembler.max-txn-bytes=%d does not fit: %d partition(s) with a transaction "
+                "that size open take ~%.1fx of it each in the state store, more than half of "
+                "%s=%d MiB; lower it or give the executors more memory",
+                current,
+                partitions,
+                STATE_FACTOR,
+                key,
+                heap // 2**20,
+            )
+        return config
+    if budget >= current:
+        return config
+    log.info(
+        "max-txn-bytes=%d: what %s=%d MiB holds with %d partition(s) open at once (set "
+        "assembler.max-txn-bytes to choose; larger transactions are txn-too-large)",
+        budget,
+        key,
+        heap // 2**20,
+        partitions,
+    )
+    assembler = replace(config.assembler, max_txn_bytes=budget)
+    source = config.source
+    if source.debezium is not None:
+        source = replace(source, debezium=replace(source.debezium, core=assembler))
+    return replace(config, assembler=assembler, source=source)
 
 
 def _lookup(tree: object, dotted: str) -> str:

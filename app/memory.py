@@ -1,0 +1,56 @@
+"""How large an open transaction the executors' heap holds (driver, at start).
+
+An open transaction is one state value per Kafka partition (its buffered rows), rewritten every
+batch; Spark's default state store keeps every value of its partitions in the executor heap,
+with a copy per loaded version: about 2.4 x the buffered bytes were measured (docs/assembler.md).
+With every partition holding a transaction at ``max-txn-bytes``, an executor needs
+
+    groups per executor x max-txn-bytes x 2.4   <=   half its heap
+
+(the other half is Spark's own, the batch and the load). The static default (256 MiB) holds for
+a single partition on a 1 GiB heap only, so unless ``assembler.max-txn-bytes`` is set, the
+pipeline lowers it to what the heap holds, and it warns when a configured value does not fit.
+``source.max-offsets-per-trigger`` counts records, not bytes (Spark's Kafka source has no byte
+bound): a batch reads at most that many records times their size.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping
+
+log = logging.getLogger(__name__)
+
+#: State-store bytes per buffered byte of an open transaction (measured, docs/assembler.md).
+STATE_FACTOR = 2.4
+#: Share of the executor heap open transactions may take.
+HEAP_SHARE = 0.5
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def parse_jvm_memory(text: str) -> int:
+    """``"1g"``, ``"512m"``, ``"2048k"`` or bytes, as Spark reads ``spark.*.memory``."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", text.lower())
+    if not m:
+        msg = f"not a JVM memory size: {text!r}"
+        raise ValueError(msg)
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def executor_heap(master: str, conf: Mapping[str, str]) -> tuple[int, int, str]:
+    """(heap bytes, executors, the setting it came from) for ``master`` and ``spark.conf``."""
+    if master.startswith("local") or not master:
+        # Local mode: the driver JVM is the executor (spark-submit's --driver-memory).
+        key = "spark.driver.memory"
+        return parse_jvm_memory(conf.get(key, "1g")), 1, key
+    key = "spark.executor.memory"
+    executors = int(conf.get("spark.executor.instances", "1") or 1)
+    return parse_jvm_memory(conf.get(key, "1g")), max(1, executors), key
+
+
+def txn_bytes_budget(heap: int, executors: int, partitions: int) -> int:
+    """The largest open transaction per partition the heap holds with all of them open."""
+    groups = max(1, math.ceil(max(1, partitions) / executors))
+    return int(heap * HEAP_SHARE / (groups * STATE_FACTOR))

@@ -58,9 +58,31 @@ def plan_start(
     """
     location = config.pipeline.checkpoint_location
     fs = _CheckpointFiles(spark, location)
-    _check_topic_ids(fs, location, topic_ids)
+    stored = fs.read_json(TOPIC_IDS_FILE)
+    merged = merge_topic_ids(stored if isinstance(stored, dict) else None, topic_ids, location)
+    if merged != stored:
+        fs.write_json(TOPIC_IDS_FILE, merged)
     if fs.has_offsets():
         return None
+    return resume_offsets(config, progress, partitions)
+
+
+def resume_offsets(
+    config: AppConfig,
+    progress: Mapping[tuple[str, int], int],
+    partitions: Mapping[str, list[int]],
+) -> str | None:
+    """The ``startingOffsets`` for a checkpoint without offsets, or ``None`` to keep the configured.
+
+    Args:
+        config: the pipeline's settings.
+        progress: this pipeline's progress rows: ``(topic, partition) -> last_offset``.
+        partitions: each subscribed topic's partitions, now.
+
+    Raises:
+        StartRefusedError: the policy (``fail``) or the envelope (Debezium) does not allow resuming.
+    """
+    location = config.pipeline.checkpoint_location
     ours = {k: v for k, v in progress.items() if k[0] in partitions}
     policy = config.source.on_lost_checkpoint
     if not ours or policy == "ignore":
@@ -108,23 +130,31 @@ def plan_start(
     return json.dumps(offsets, sort_keys=True)
 
 
-def _check_topic_ids(fs: _CheckpointFiles, location: str, now: Mapping[str, str]) -> None:
-    stored = fs.read_json(TOPIC_IDS_FILE)
-    if isinstance(stored, dict):
-        for topic, old in sorted(stored.items()):
-            new = now.get(topic)
-            if new is not None and old != new:
-                msg = (
-                    f"topic {topic} was deleted and re-created (Kafka topic id {old} in "
-                    f"checkpoint {location}, {new} now): its offsets in the checkpoint belong "
-                    "to the old topic, and reading on would skip the new one's records. Start "
-                    "with a new pipeline.checkpoint-location (and source.starting-offsets="
-                    "earliest to read the new topic whole)"
-                )
-                raise StartRefusedError(msg)
-    merged = {**(stored if isinstance(stored, dict) else {}), **now}
-    if merged != stored:
-        fs.write_json(TOPIC_IDS_FILE, merged)
+def merge_topic_ids(
+    stored: Mapping[str, str] | None, now: Mapping[str, str], location: str
+) -> dict[str, str]:
+    """The topic ids to keep with the checkpoint: the stored ones plus any new topic's.
+
+    Args:
+        stored: the ids kept with the checkpoint, ``None`` when there are none yet.
+        now: each subscribed topic's Kafka topic id, now.
+        location: the checkpoint location, for the message.
+
+    Raises:
+        StartRefusedError: a topic's id changed (it was deleted and re-created).
+    """
+    for topic, old in sorted((stored or {}).items()):
+        new = now.get(topic)
+        if new is not None and old != new:
+            msg = (
+                f"topic {topic} was deleted and re-created (Kafka topic id {old} in "
+                f"checkpoint {location}, {new} now): its offsets in the checkpoint belong "
+                "to the old topic, and reading on would skip the new one's records. Start "
+                "with a new pipeline.checkpoint-location (and source.starting-offsets="
+                "earliest to read the new topic whole)"
+            )
+            raise StartRefusedError(msg)
+    return {**(stored or {}), **now}
 
 
 class _CheckpointFiles:

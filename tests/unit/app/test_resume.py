@@ -1,0 +1,79 @@
+"""Start-offset decisions of ``app/resume.py`` (pure parts: no Spark, no Kafka)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.config import AppConfig, load_config
+from app.resume import StartRefusedError, merge_topic_ids, resume_offsets
+from tests.unit.app.test_config import BASE
+from tests.unit.app.test_config_debezium import DEBEZIUM
+
+pytestmark = pytest.mark.unit
+
+PARTS = {"cdc.orders": [0, 1, 2]}
+
+
+def _load(text: str) -> AppConfig:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "conf.yaml")
+        path.write_text(text)
+        return load_config(path)
+
+
+def _config(**source: str) -> AppConfig:
+    config = _load(BASE)
+    return replace(config, source=replace(config.source, **source))  # type: ignore[arg-type]
+
+
+def test_progress_rows_give_last_offset_plus_one_and_the_rest_starting_offsets() -> None:
+    progress = {("cdc.orders", 0): 41, ("cdc.orders", 2): 7, ("other", 0): 99}
+    planned = resume_offsets(_config(starting_offsets="latest"), progress, PARTS)
+    assert planned is not None
+    assert json.loads(planned) == {"cdc.orders": {"0": 42, "1": -1, "2": 8}}
+    planned = resume_offsets(_config(starting_offsets="earliest"), progress, PARTS)
+    assert planned is not None
+    assert json.loads(planned)["cdc.orders"]["1"] == -2
+
+
+def test_no_progress_of_these_topics_keeps_starting_offsets() -> None:
+    assert resume_offsets(_config(), {("other", 0): 5}, PARTS) is None
+
+
+def test_ignore_and_explicit_json_keep_starting_offsets() -> None:
+    progress = {("cdc.orders", 0): 41}
+    assert resume_offsets(_config(on_lost_checkpoint="ignore"), progress, PARTS) is None
+    explicit = '{"cdc.orders": {"0": 3}}'
+    assert resume_offsets(_config(starting_offsets=explicit), progress, PARTS) is None
+
+
+def test_fail_refuses_naming_the_partition_offset_and_the_way_out() -> None:
+    with pytest.raises(StartRefusedError) as refused:
+        resume_offsets(_config(on_lost_checkpoint="fail"), {("cdc.orders", 1): 9}, PARTS)
+    text = str(refused.value)
+    assert "cdc.orders-1@9" in text
+    assert "source.on-lost-checkpoint=ignore" in text
+
+
+def test_debezium_refuses_even_with_resume() -> None:
+    config = _load(BASE.replace("  topics: cdc.orders\n", "  topics: cdc.orders\n" + DEBEZIUM))
+    assert config.source.debezium is not None
+    with pytest.raises(StartRefusedError, match="transaction topic"):
+        resume_offsets(config, {("cdc.orders", 0): 1}, PARTS)
+
+
+def test_topic_id_change_refuses_and_new_topics_are_added() -> None:
+    assert merge_topic_ids(None, {"a": "X"}, "/ck") == {"a": "X"}
+    assert merge_topic_ids({"a": "X"}, {"a": "X", "b": "Y"}, "/ck") == {"a": "X", "b": "Y"}
+    # A topic no longer subscribed keeps its id (it may come back).
+    assert merge_topic_ids({"a": "X", "c": "Z"}, {"a": "X"}, "/ck") == {"a": "X", "c": "Z"}
+    with pytest.raises(StartRefusedError) as refused:
+        merge_topic_ids({"a": "X"}, {"a": "W"}, "/ck")
+    text = str(refused.value)
+    assert "topic a was deleted and re-created" in text
+    assert "topic id X in checkpoint /ck, W now" in text

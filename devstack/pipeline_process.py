@@ -156,7 +156,20 @@ def python_driver_pid(root: int) -> int | None:
             cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes()
         except OSError:
             cmdline = b""
-        if pid != root and b"app/main.py" in cmdline and b"python" in cmdline:
+        if pid != root and is_python_driver(cmdline):
             return pid
         stack.extend(children.get(pid, []))
     return None
+
+
+def is_python_driver(cmdline: bytes) -> bool:
+    """Whether a ``/proc/PID/cmdline`` is the Python driver, ``python ... app/main.py ...``.
+
+    The program itself must be Python: the JVM's command line also names ``app/main.py`` and
+    the venv's python (``spark.pyspark.python``), and so does every child it forks, for an
+    instant before the exec (Hadoop runs ``chmod`` that way); a SIGTERM meant for the driver
+    once killed such a spawn helper and failed the batch.
+    """
+    args = cmdline.split(b"\0")
+    program = Path(args[0].decode(errors="replace")).name if args and args[0] else ""
+    return program.startswith("python") and any(a.endswith(b"app/main.py") for a in args[1:])

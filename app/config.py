@@ -231,11 +231,19 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
             )
             raise ConfigError(msg)
         assembler = replace(assembler, codec=CodecSettings(encoding="maxwell"))
+    dead_letter = _dead_letter(tree["dead-letter"])
+    if sink.filtered_rows == "dead-letter" and dead_letter.destination != "table":
+        msg = (
+            "starrocks.sink.filtered-rows=dead-letter writes the sink's dead-letter table, in "
+            "the batch's transaction: set dead-letter.destination=table, or "
+            "sink.filtered-rows=fail"
+        )
+        raise ConfigError(msg)
     return AppConfig(
         pipeline=pipeline,
         source=source,
         assembler=assembler,
-        dead_letter=_dead_letter(tree["dead-letter"]),
+        dead_letter=dead_letter,
         starrocks=sink,
         spark=SparkSettings(
             master=_str(tree["spark"], "spark", "master"),

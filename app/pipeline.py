@@ -36,9 +36,11 @@ from sinks.base import (
     merge_target_stats,
     target_stats_aggregates,
 )
+from sinks.starrocks.filtered_rows import VIOLATION
+from sinks.starrocks.fit import fit_bytes
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -106,19 +108,6 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
     )
 
 
-def fit_bytes(col: Column, max_bytes: int) -> Column:
-    """``col`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character.
-
-    StarRocks' VARCHAR(n) counts bytes, and one value too long fails the whole batch's load
-    (a dead letter with a long transaction id or a reason in a non-ASCII language did). The cut
-    keeps 3 bytes spare: a character split by it decodes to one U+FFFD (3 bytes), dropped.
-    """
-    cut = F.decode(F.substring(F.encode(col, "UTF-8"), 1, max_bytes - 3), "UTF-8")
-    return F.when(F.octet_length(col) > max_bytes, F.regexp_replace(cut, "\ufffd$", "")).otherwise(
-        col
-    )
-
-
 class BatchWriter:
     """The ``foreachBatch`` function: dead letters, then the sink, then stats.
 
@@ -155,6 +144,7 @@ class BatchWriter:
             stats.skipped = bool(getattr(result, "skipped", False))
             stats.outcome = str(getattr(result, "outcome", "committed"))
             stats.attempt = int(getattr(result, "attempt", 0))
+            _count_filtered(stats, result)
         finally:
             df.unpersist()
         # An empty batch (pipeline.idle-batches) says nothing at INFO: one a second, all day.
@@ -228,6 +218,19 @@ def _count(
             targets.append(target)
     stats.rejected_transactions = len(rejected)
     return stats, merge_target_stats(targets)
+
+
+def _count_filtered(stats: BatchStats, result: object) -> None:
+    """Transactions the sink dead-lettered for rows StarRocks filters (sink.filtered-rows)."""
+    txns = int(getattr(result, "filtered_txns", 0))
+    rows = int(getattr(result, "filtered_rows", 0))
+    if not txns:
+        return
+    stats.rows -= rows
+    stats.transactions -= txns
+    stats.rejected_records += rows
+    stats.rejected_transactions += txns
+    stats.rejects_by_reason[VIOLATION] = stats.rejects_by_reason.get(VIOLATION, 0) + rows
 
 
 def _write_dead_letter_file(

@@ -77,6 +77,10 @@ class StarRocksSinkConfig:
     redirect_hosts: frozenset[str] = frozenset()
     # max_filter_ratio > 0 drops rows StarRocks rejects: only with this explicit consent.
     allow_filtered_rows: bool = False
+    # "fail": a batch with rows StarRocks filters fails (every replay too); "dead-letter":
+    # their source transactions are found by probing and dead-lettered (sinks/starrocks/isolate.py).
+    filtered_rows: str = "fail"
+    filtered_rows_max_txns: int = 10
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
@@ -159,6 +163,8 @@ _KNOWN = frozenset(
         "sink.ddl.replication-num",
         "sink.redirect.allowed-hosts",
         "sink.allow-filtered-rows",
+        "sink.filtered-rows",
+        "sink.filtered-rows.max-transactions",
     }
 )
 _PROPERTIES_PREFIX = "sink.properties."
@@ -327,6 +333,9 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
             "needs sink.transaction.multi-table.enabled=false: a multi-table transaction's "
             "answers do not say how many rows StarRocks dropped, so drops could not be reported",
         )
+    filtered_rows = str(options.get("sink.filtered-rows", "fail")).strip()
+    if filtered_rows not in ("fail", "dead-letter"):
+        _fail("sink.filtered-rows", f"={filtered_rows!r}: expected fail or dead-letter")
     redirect_hosts = frozenset(
         h.strip().lower()
         for h in str(options.get("sink.redirect.allowed-hosts", "")).split(",")
@@ -368,4 +377,6 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         replication_num=replication or None,
         redirect_hosts=redirect_hosts,
         allow_filtered_rows=allow_filtered,
+        filtered_rows=filtered_rows,
+        filtered_rows_max_txns=opt.integer("sink.filtered-rows.max-transactions", 10, minimum=1),
     )

@@ -32,8 +32,11 @@ from sinks.starrocks.committer import (
     PerTableCommitter,
 )
 from sinks.starrocks.config import StarRocksSinkConfig
-from sinks.starrocks.errors import InvalidRequestError
+from sinks.starrocks.errors import FilteredRowsError, InvalidRequestError
+from sinks.starrocks.filtered_rows import SourceTxn, only, source_txns, with_dead_letters
+from sinks.starrocks.fit import fit_utf8
 from sinks.starrocks.httpapi import HttpTxnApi
+from sinks.starrocks.isolate import find_filtered, probe_load, why_filtered
 from sinks.starrocks.labels import make_label
 from sinks.starrocks.loader import (
     LOADER_COLUMNS,
@@ -81,6 +84,9 @@ class BatchResult:
     source_partitions: int = 0
     commit_latency_ms: float = 0.0
     total_ms: float = 0.0
+    # sink.filtered-rows=dead-letter: source transactions (and their rows) dead-lettered here.
+    filtered_txns: int = 0
+    filtered_rows: int = 0
 
     @property
     def label(self) -> str | None:
@@ -170,6 +176,8 @@ class StarRocksSink(Sink):
         make_label(
             cfg.label_prefix, probe_qid, 10**12, 999, longest_table if not cfg.multi_table else None
         )
+        if cfg.filtered_rows == "dead-letter":  # the probes' labels (sinks/starrocks/isolate.py)
+            make_label(f"{cfg.label_prefix}-probe", probe_qid, 10**12, 10**9, longest_table)
 
         with StarRocksSql(cfg) as sql:
             self._check_version(sql)
@@ -229,7 +237,9 @@ class StarRocksSink(Sink):
         # Read twice (stats, then load): cache unless the caller already did, so the
         # upstream (stateful) plan is not recomputed.
         level = batch_df.storageLevel
-        df = batch_df.select(*INPUT_COLUMNS)
+        # A filtered transaction's dead letters are keyed and timed like the assembler's.
+        extra = [c for c in ("first_offset", "source_ts_ms") if c in batch_df.columns]
+        df = batch_df.select(*INPUT_COLUMNS, *extra)
         cached_here = stats is None and not (level.useMemory or level.useDisk)
         if cached_here:
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -283,13 +293,80 @@ class StarRocksSink(Sink):
             progress_table=cfg.progress_table,
             progress_rows=tuple(self._progress_rows(targets, batch_id)),
         )
-        api: TxnApi = HttpTxnApi(self._get_client(), txn_timeout_s=cfg.txn_timeout_s)
-        job: LoadJob = SparkLoadJob(df, cfg, batch_id)
-        if self.instrument is not None:
-            api, job = self.instrument(batch_id, api, job)
+        http: TxnApi = HttpTxnApi(self._get_client(), txn_timeout_s=cfg.txn_timeout_s)
+        api, job = self._seams(batch_id, http, SparkLoadJob(df, cfg, batch_id))
         committer = MultiTableCommitter if cfg.multi_table else PerTableCommitter
-        done = committer(api, job, self._policy).run(plan)
+        try:
+            done = committer(api, job, self._policy).run(plan)
+        except FilteredRowsError as e:
+            if cfg.filtered_rows != "dead-letter":
+                raise
+            bad = self._find_filtered(df, batch_id, query_id, api, e)
+            df = with_dead_letters(df, bad, cfg)
+            plan = replace(plan, tables=tuple(sorted({*plan.tables, cfg.dead_letter_table})))
+            api, job = self._seams(batch_id, http, SparkLoadJob(df, cfg, batch_id))
+            done = committer(api, job, self._policy).run(plan)
+            return replace(
+                _result(batch_id, done, targets),
+                filtered_txns=len(bad),
+                filtered_rows=sum(t.rows for t, _ in bad),
+            )
         return _result(batch_id, done, targets)
+
+    def _seams(self, batch_id: int, api: TxnApi, job: LoadJob) -> tuple[TxnApi, LoadJob]:
+        return self.instrument(batch_id, api, job) if self.instrument is not None else (api, job)
+
+    def _find_filtered(
+        self, df: DataFrame, batch_id: int, query_id: str, api: TxnApi, error: FilteredRowsError
+    ) -> list[tuple[SourceTxn, str]]:
+        """The batch's transactions whose rows StarRocks filters (probed, always rolled back)."""
+        cfg = self.config
+        txns = source_txns(df, cfg)
+        # Probe labels are never committed and need no recovery: a clock makes them fresh on
+        # every replay (a rolled-back label stays blocked on the server).
+        first = time.time_ns() // 1_000_000 % 10**9
+        count = 0
+
+        def probe(part: Sequence[SourceTxn]) -> str | None:
+            nonlocal count
+            count += 1
+            tables = sorted({t for txn in part for t in txn.tables})
+            prefix = f"{cfg.label_prefix}-probe"
+            labels = {t: make_label(prefix, query_id, batch_id, first + count, t) for t in tables}
+            job = SparkLoadJob(only(df, part), cfg, batch_id)
+            return probe_load(api, self._policy, labels, lambda lb: job(lb, False))
+
+        logger.warning(
+            "starrocks batch has rows StarRocks filters batch_id=%s transactions=%s; probing "
+            "for them (sink.filtered-rows=dead-letter): %s",
+            batch_id,
+            len(txns),
+            error,
+        )
+        started = time.monotonic()
+        bad, probes = find_filtered(txns, why_filtered(error), probe, cfg.filtered_rows_max_txns)
+        if not bad:
+            msg = f"{error} (the probes of batch {batch_id} found no transaction that fails alone)"
+            raise FilteredRowsError(msg, **error.context) from error
+        for txn, why in bad:
+            logger.warning(
+                "starrocks dead-lettered a transaction with filtered rows batch_id=%s topic=%s "
+                "partition=%s txn_id=%s rows=%s: %s",
+                batch_id,
+                txn.topic,
+                txn.partition,
+                txn.txn_id,
+                txn.rows,
+                why,
+            )
+        logger.info(
+            "starrocks isolated filtered rows batch_id=%s transactions=%s probes=%s ms=%.0f",
+            batch_id,
+            len(bad),
+            probes,
+            (time.monotonic() - started) * 1000,
+        )
+        return bad
 
     # -- Spark side --------------------------------------------------------------------------
 
@@ -487,16 +564,3 @@ def _result(batch_id: int, done: CommitResult, stats: list[TargetStats]) -> Batc
 
 def _with_total(result: BatchResult, total_ms: float) -> BatchResult:
     return replace(result, total_ms=total_ms)
-
-
-def fit_utf8(text: str | None, max_bytes: int) -> str | None:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character.
-
-    StarRocks' VARCHAR(n) counts bytes; one value too long fails the batch's load.
-    """
-    if text is None:
-        return None
-    data = text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return text
-    return data[:max_bytes].decode("utf-8", errors="ignore")

@@ -1,4 +1,5 @@
-"""Kafka is checked before Spark starts: a wrong address fails in seconds with one line."""
+"""Kafka and StarRocks are checked before Spark starts: a wrong address fails in seconds with one
+line."""
 
 from __future__ import annotations
 
@@ -41,6 +42,40 @@ def test_unreachable_broker_stops_the_app_before_spark_with_one_line() -> None:
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, done.stderr
     assert "source.bootstrap-servers=127.0.0.1:1 did not answer" in errors[0]
+    assert "SparkContext" not in done.stderr + done.stdout
+
+
+def test_unreachable_starrocks_stops_the_app_before_spark_with_one_line(
+    kafka_broker: ExternalBroker,
+) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "app/main.py",
+            "--config",
+            "conf/local.yaml",
+            "--set",
+            f"source.bootstrap-servers={kafka_broker.bootstrap}",
+            "--set",
+            "starrocks.jdbc-url=jdbc:mysql://127.0.0.1:1",
+            "--set",
+            "starrocks.sink.connect.timeout-ms=2000",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert time.monotonic() - started < 60
+    # (The topic does not exist on this broker: that is a WARNING line, not an error.)
+    errors = [line for line in done.stderr.splitlines() if "level=WARNING" not in line]
+    assert len(errors) == 1, done.stderr
+    assert "cannot reach the query port" in errors[0]
+    assert "127.0.0.1:1" in errors[0]
+    assert "jdbc-url" in errors[0]
     assert "SparkContext" not in done.stderr + done.stdout
 
 

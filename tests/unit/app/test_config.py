@@ -84,6 +84,8 @@ def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
         ("source.topics=", "source.topics"),
         ("source.fail-on-data-loss=maybe", "source.fail-on-data-loss"),
         ("dead-letter.destination=printer", "dead-letter.destination"),
+        ("starrocks.sink.filtered-rows=sometimes", "sink.filtered-rows"),
+        ("starrocks.sink.filtered-rows.max-transactions=0", "sink.filtered-rows.max-transactions"),
         ("pipeline.nme=x", "pipeline.nme"),
         ("source.options.group.id=x", "source.options.group.id"),
         ("novalue", "key=value"),
@@ -92,6 +94,17 @@ def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
 def test_bad_settings_name_the_key(conf_file: Path, override: str, names: str) -> None:
     with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
         load_config(conf_file, [override])
+
+
+def test_filtered_rows_dead_letters_need_the_dead_letter_table(conf_file: Path) -> None:
+    sets = ["starrocks.sink.filtered-rows=dead-letter", "dead-letter.destination=file"]
+    with pytest.raises(ConfigError, match=r"filtered-rows=dead-letter.*destination=table"):
+        load_config(conf_file, sets)
+    config = load_config(conf_file, sets[:1])
+    assert (config.starrocks.filtered_rows, config.starrocks.filtered_rows_max_txns) == (
+        "dead-letter",
+        10,
+    )
 
 
 @pytest.mark.parametrize("value", ["earliest", "latest", '{"cdc.orders":{"0":5,"1":-2}}'])

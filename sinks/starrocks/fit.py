@@ -1,0 +1,36 @@
+"""Values cut to a StarRocks column's size, which VARCHAR(n) counts in UTF-8 bytes.
+
+One value too long fails the whole batch's load: a dead letter with a long transaction id or a
+reason in a non-ASCII language did. The cuts never split a character.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+
+def fit_utf8(text: str | None, max_bytes: int) -> str | None:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (driver side)."""
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def fit_bytes(col: Column, max_bytes: int) -> Column:
+    """``col`` cut to at most ``max_bytes`` UTF-8 bytes (a Spark expression).
+
+    The cut keeps 3 bytes spare: a character split by it decodes to one U+FFFD (3 bytes),
+    dropped.
+    """
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+    cut = F.decode(F.substring(F.encode(col, "UTF-8"), 1, max_bytes - 3), "UTF-8")
+    return F.when(F.octet_length(col) > max_bytes, F.regexp_replace(cut, "\ufffd$", "")).otherwise(
+        col
+    )

@@ -1,0 +1,134 @@
+"""Which source transactions hold rows StarRocks filters (``sink.filtered-rows: dead-letter``).
+
+With ``strict_mode`` a row StarRocks cannot load (NULL into NOT NULL, a value that does not
+convert, an overflow) fails the whole batch's commit, and a replay fails the same way: one bad
+row would stop the pipeline for good. Under the dead-letter policy the sink instead bisects the
+batch's source transactions in *probe* transactions and commits the batch again with the
+transactions found as dead letters, under the batch's own labels as always, so exactly-once
+holds whatever the probes did.
+
+A probe is a set of single-table labels (StarRocks checks filtered rows at ``prepare``, and a
+multi-table transaction only at ``commit``): begin, load the subset's rows, prepare, and roll
+back in every case. A probe is never committed; one left open by a crash times out on the
+server. No Spark and no HTTP here: the caller gives the load as a function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from sinks.exceptions import SinkTerminalError
+from sinks.starrocks.batch import load_error
+from sinks.starrocks.errors import FilteredRowsError
+from sinks.starrocks.retry import RetryPolicy
+from sinks.starrocks.steps import Steps
+from sinks.starrocks.txnapi import LoadReport, TxnApi
+
+logger = logging.getLogger(__name__)
+
+U = TypeVar("U")
+
+#: ``probe(units)``: the filtered-rows failure of loading just ``units``, or None if they load.
+Probe = Callable[[Sequence[U]], "str | None"]
+
+
+class TooManyFilteredError(SinkTerminalError):
+    """More source transactions of one batch have filtered rows than the policy isolates."""
+
+
+def find_filtered(
+    units: Sequence[U], failure: str, probe: Probe[U], max_bad: int
+) -> tuple[list[tuple[U, str]], int]:
+    """Bisect ``units`` (which failed together with ``failure``) down to the failing ones.
+
+    Rows are filtered one by one (strict mode), so when a failing range's left half loads,
+    its right half fails without a probe. ``k`` bad units among ``n`` cost at most about
+    ``k * log2(n)`` probes.
+
+    Returns:
+        The failing units with the failure that names them, in ``units`` order, and the
+        number of probes run.
+
+    Raises:
+        TooManyFilteredError: More than ``max_bad`` units fail (a schema mismatch rather
+            than a few bad rows: the batch fails as it did without the policy).
+    """
+    bad: list[tuple[U, str]] = []
+    probes = 0
+    # Ranges known to fail, with their failure; popped left first.
+    todo: list[tuple[Sequence[U], str]] = [(units, failure)]
+    while todo:
+        part, why = todo.pop()
+        if len(part) == 1:
+            bad.append((part[0], why))
+            if len(bad) > max_bad:
+                msg = (
+                    f"more than {max_bad} source transactions of the batch have rows StarRocks "
+                    f"filters (last: {why}); that looks like a schema mismatch, not a few bad "
+                    "rows: fix the table or the data, or raise "
+                    "sink.filtered-rows.max-transactions"
+                )
+                raise TooManyFilteredError(msg)
+            continue
+        mid = len(part) // 2
+        left, right = part[:mid], part[mid:]
+        left_why = probe(left)
+        probes += 1
+        right_why = why if left_why is None else probe(right)
+        probes += left_why is not None
+        if right_why is not None:
+            todo.append((right, right_why))
+        if left_why is not None:
+            todo.append((left, left_why))
+    return bad, probes
+
+
+def probe_load(
+    api: TxnApi,
+    policy: RetryPolicy,
+    labels: Mapping[str, str],
+    load: Callable[[Mapping[str, str]], Sequence[LoadReport]],
+) -> str | None:
+    """Load into fresh single-table ``labels`` (table -> label), prepare, always roll back.
+
+    Returns:
+        The filtered-rows failure (message and error URL), or None when every table prepared.
+
+    Raises:
+        StarRocksError: Any other failure (the batch then fails as it would have).
+    """
+    steps = Steps(api, lambda _labels, _multi: (), policy)
+    begun: list[tuple[str, str]] = []
+    try:
+        for table, label in sorted(labels.items()):
+            api.begin(label, table)
+            begun.append((table, label))
+        for report in load(labels):
+            if report.failure is None:
+                continue
+            error = load_error(report.failure, labels.get(report.table, "?"), report.table)
+            if isinstance(error, FilteredRowsError):
+                return why_filtered(error)
+            raise error
+        for table, label in begun:
+            try:
+                api.prepare(label, table)
+            except FilteredRowsError as e:
+                return why_filtered(e)
+        return None
+    finally:
+        for table, label in begun:
+            try:
+                steps.rollback(label, table)
+            except Exception as e:
+                logger.warning("starrocks probe rollback failed label=%s error=%s", label, e)
+
+
+def why_filtered(error: FilteredRowsError) -> str:
+    """The failure's message with the URL of the rows StarRocks rejected, if it gave one."""
+    url = error.context.get("error_url")
+    if not url or url in error.message:
+        return error.message
+    return f"{error.message} (rejected rows: {url})"

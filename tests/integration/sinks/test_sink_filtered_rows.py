@@ -1,0 +1,110 @@
+"""Rows StarRocks filters become dead letters under ``sink.filtered-rows: dead-letter``
+(review finding 8), against the emulator in both transaction modes: the failing source
+transactions are found by probes that are never committed, the rest of the batch commits once,
+and a replay changes nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sinks.exceptions import SinkTerminalError
+from sinks.starrocks.committer import Outcome
+
+from .conftest import DB, batch, make_sink, order_txn, table_rows
+
+pytestmark = pytest.mark.integration
+
+MODES = {
+    "multi-table": {},
+    "per-table": {"sink.transaction.multi-table.enabled": "false"},
+}
+
+
+def orders_batch(spark: Any, count: int, bad: dict[int, str]) -> Any:
+    """Orders 1..count, one source transaction each; ``bad`` spoils an item of some orders."""
+    rows: list[dict[str, Any]] = []
+    for n in range(1, count + 1):
+        txn = order_txn(n, txn_seq=n, offset=10 * n)
+        if n in bad:
+            image = json.loads(txn[1]["row"])
+            # "lots" cannot become BIGINT (strict mode); NULL cannot go into NOT NULL item_no.
+            image.update({"amount": "lots"} if bad[n] == "value" else {"item_no": None})
+            txn[1]["row"] = json.dumps(image)
+        rows += txn
+    return batch(spark, rows)
+
+
+def dead_letters(sr: Any) -> list[tuple[Any, ...]]:
+    return sr.sql(
+        f"SELECT kafka_partition, first_offset, row_seq, txn_id, reason, payload "
+        f"FROM {DB}._cdc_dead_letter ORDER BY first_offset, row_seq"
+    )
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_filtered_transactions_become_dead_letters_and_the_rest_commits_once(
+    sr: Any, spark: Any, mode: str
+) -> None:
+    sink = make_sink(sr, **{"sink.filtered-rows": "dead-letter", **MODES[mode]})
+    sink.open()
+    df = orders_batch(spark, 8, {3: "value", 6: "null"})
+
+    result = sink.write_batch(df, 0)
+
+    assert result.outcome is Outcome.COMMITTED
+    assert (result.filtered_txns, result.filtered_rows) == (2, 6)
+    assert [r[0] for r in table_rows(sr, "orders")] == [1, 2, 4, 5, 7, 8]
+    assert sorted({r[0] for r in table_rows(sr, "order_items")}) == [1, 2, 4, 5, 7, 8]
+    letters = dead_letters(sr)
+    assert [(r[1], r[2], r[3]) for r in letters] == [(34, seq, "tx-3-1") for seq in range(3)] + [
+        (64, seq, "tx-6-1") for seq in range(3)
+    ]
+    assert all(r[4].startswith("filtered-rows: ") for r in letters), letters[0][4]
+    spoiled = json.loads(letters[1][5])
+    assert (spoiled["table"], spoiled["op"]) == ("order_items", "UPSERT")
+    assert json.loads(spoiled["row"])["amount"] == "lots"
+    # Probes are rolled back, every one: only the batch's own labels ever committed.
+    states = sr.control.labels(DB)
+    probes = {label: s for label, s in states.items() if "-probe-" in label}
+    assert probes, states
+    assert set(probes.values()) == {"ABORTED"}
+    committed = [label for label, s in states.items() if s == "VISIBLE"]
+    # One label for the batch, or one per table: orders, order_items, dead letters, progress.
+    assert len(committed) == (1 if mode == "multi-table" else 4), states
+    assert not [label for label in committed if "-probe-" in label]
+
+    # A replay (Spark re-running the batch after a crash) is already applied.
+    again = sink.write_batch(orders_batch(spark, 8, {3: "value", 6: "null"}), 0)
+    assert again.outcome is Outcome.ALREADY_APPLIED
+    assert len(dead_letters(sr)) == 6
+    assert len(table_rows(sr, "order_items")) == 12
+
+
+def test_more_filtered_transactions_than_allowed_fail_the_batch_and_write_nothing(
+    sr: Any, spark: Any
+) -> None:
+    sink = make_sink(
+        sr,
+        **{
+            "sink.filtered-rows": "dead-letter",
+            "sink.filtered-rows.max-transactions": "1",
+            "sink.batch.max-attempts": "1",
+        },
+    )
+    sink.open()
+    with pytest.raises(SinkTerminalError, match=r"more than 1 source transactions.*schema"):
+        sink.write_batch(orders_batch(spark, 4, {1: "null", 4: "value"}), 0)
+    assert table_rows(sr, "orders") == []
+    assert dead_letters(sr) == []
+
+
+def test_the_default_policy_still_fails_the_batch(sr: Any, spark: Any) -> None:
+    sink = make_sink(sr, **{"sink.batch.max-attempts": "1"})
+    sink.open()
+    with pytest.raises(SinkTerminalError, match="do not fit the table schema"):
+        sink.write_batch(orders_batch(spark, 3, {2: "null"}), 0)
+    assert table_rows(sr, "orders") == []
+    assert not [label for label in sr.control.labels(DB) if "-probe-" in label]

@@ -302,32 +302,11 @@ class JsonDecoder:
 
     def decode(self, value: bytes | None) -> Event:
         """Decode one JSON object (see module docstring for the failure reasons)."""
-        if value is None:
-            msg = "null record value (tombstone)"
-            raise DecodeError(msg)
-        try:
-            obj = orjson.loads(value)
-        except ValueError:
-            # orjson is stricter than the stdlib (NaN, lone surrogates): the stdlib decides,
-            # so that exactly the same events are accepted, and words the error.
-            try:
-                obj = _json_decode(value.decode("utf-8"))
-                # A \ud800 escape parses, but the string cannot be encoded again (Arrow, the
-                # state buffer, the sink would each fail later, with no record to name).
-                json.dumps(obj, ensure_ascii=False).encode()
-            except UnicodeEncodeError:
-                msg = "invalid JSON: a lone UTF-16 surrogate escape (e.g. \\ud800)"
-                raise DecodeError(msg) from None
-            except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
-                msg = f"invalid JSON: {e}"
-                raise DecodeError(msg) from None
-        if type(obj) is not dict:
-            msg = f"JSON value is a {type(obj).__name__}, not an object"
-            raise DecodeError(msg)
+        obj, raw = json_object(value)
         row = obj.get("row")
         if type(row) is dict:
             # CDC JSON usually carries the row as an object; the contract's form is its text.
-            obj["row"] = _row_text(row, value)
+            obj["row"] = row_text(row, raw)
         get = obj.get
         values = [get(name) for name in self._names]
         for v, (name, typ, nullable, bounds) in zip(values, self._spec, strict=True):
@@ -368,8 +347,37 @@ def decimal_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _row_text(row: dict[str, Any], raw: bytes) -> str:
-    """The text of a ``row`` given as a JSON object, with every number exactly as written.
+def json_object(value: bytes | None) -> tuple[dict[str, Any], bytes]:
+    """One record's value as a JSON object, with its bytes; :class:`DecodeError` if it is not.
+
+    orjson is stricter than the stdlib (NaN, lone surrogates): the stdlib decides, so that
+    exactly the same records are accepted whatever the parser, and words the error.
+    """
+    if value is None:
+        msg = "null record value (tombstone)"
+        raise DecodeError(msg)
+    try:
+        obj = orjson.loads(value)
+    except ValueError:
+        try:
+            obj = _json_decode(value.decode("utf-8"))
+            # A \ud800 escape parses, but the string cannot be encoded again (Arrow, the
+            # state buffer, the sink would each fail later, with no record to name).
+            json.dumps(obj, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            msg = "invalid JSON: a lone UTF-16 surrogate escape (e.g. \\ud800)"
+            raise DecodeError(msg) from None
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+            msg = f"invalid JSON: {e}"
+            raise DecodeError(msg) from None
+    if type(obj) is not dict:
+        msg = f"JSON value is a {type(obj).__name__}, not an object"
+        raise DecodeError(msg)
+    return obj, value
+
+
+def row_text(row: dict[str, Any], raw: bytes, key: str = "row") -> str:
+    """The text of a row given as the JSON object ``raw[key]``, every number exactly as written.
 
     Integers and strings survive a parse exactly; a float would not (DECIMAL(38,18) has more
     digits than a double), so a row with any decimal point is re-read with ``Decimal``s.
@@ -380,7 +388,7 @@ def _row_text(row: dict[str, Any], raw: bytes) -> str:
         except TypeError:  # an integer beyond 64 bits (read by the stdlib fallback)
             return decimal_json(row)
     exact = json.loads(raw, parse_float=Decimal)
-    return decimal_json(exact["row"])
+    return decimal_json(exact[key])
 
 
 class AvroDecoder:

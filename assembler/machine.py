@@ -45,6 +45,9 @@ _END = EventType.TXN_END.value
 _OPEN = TxnStatus.OPEN
 _IDLE = TxnStatus.IDLE
 _REJECTING = TxnStatus.REJECTING
+#: (database, table, op) of a rejected DATA record; none for other records.
+Target = tuple[str | None, str | None, str | None]
+_NO_TARGET: Target = (None, None, None)
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _by_offset = attrgetter("offset")
 
@@ -611,28 +614,42 @@ class _Run:
     ) -> OutputRow:
         """REJECT row for a record being applied now (``ev`` is ``None`` if undecodable)."""
         if ev is None:
-            return OutputRow(
-                KIND_REJECT,
-                self.topic,
-                self.partition,
+            return self.reject_output(
                 txn_id,
-                None,
                 row_seq,
-                None,
-                None,
-                None,
+                (None, None, None),
                 raw_value_text(rec.value),
-                False,
                 first_offset,
                 rec.offset,
                 None,
                 reason,
             )
+        target: Target
         if ev.type == _DATA:
-            database, table, op, row = ev.database, ev.table, OP_NAMES[OP_CODES[ev.op]], ev.row
+            target = (ev.database, ev.table, OP_NAMES[OP_CODES[ev.op]])
+            row = ev.row
         else:
-            database = table = op = None
+            target = _NO_TARGET
             row = event_to_json_text(ev)
+        end = ev.type == _END and ev.txn_id == txn_id
+        return self.reject_output(
+            txn_id, row_seq, target, row, first_offset, rec.offset, ev.source_ts_ms, reason, end
+        )
+
+    def reject_output(
+        self,
+        txn_id: str | None,
+        row_seq: int,
+        target: Target,
+        row: str | None,
+        first_offset: int,
+        offset: int,
+        ts: int | None,
+        reason: str,
+        is_end: bool = False,
+    ) -> OutputRow:
+        """One REJECT output row; ``target`` is (database, table, op) of a DATA record."""
+        database, table, op = target
         return OutputRow(
             KIND_REJECT,
             self.topic,
@@ -644,10 +661,10 @@ class _Run:
             table,
             op,
             row,
-            ev.type == _END and ev.txn_id == txn_id,
+            is_end,
             first_offset,
-            rec.offset,
-            ev.source_ts_ms,
+            offset,
+            ts,
             reason,
         )
 
@@ -671,50 +688,17 @@ class _Run:
         ts = self.last_ts
         begin = Event(txn_id or "", _BEGIN, source_ts_ms=self.begin_ts)
         out = self.out
-        topic, partition = self.topic, self.partition
         seq = -1
         if not self.maxwell:  # a Maxwell transaction has no BEGIN record to dead-letter
             seq = 0
+            text = event_to_json_text(begin)
             out.append(
-                OutputRow(
-                    KIND_REJECT,
-                    topic,
-                    partition,
-                    txn_id,
-                    None,
-                    0,
-                    None,
-                    None,
-                    None,
-                    event_to_json_text(begin),
-                    False,
-                    first,
-                    first,
-                    self.begin_ts,
-                    reason,
-                )
+                self.reject_output(txn_id, 0, _NO_TARGET, text, first, first, self.begin_ts, reason)
             )
         for data_offset, op_code, database, table, row in chain(self.buffered()):
             seq += 1
-            out.append(
-                OutputRow(
-                    KIND_REJECT,
-                    topic,
-                    partition,
-                    txn_id,
-                    None,
-                    seq,
-                    database,
-                    table,
-                    OP_NAMES[op_code],
-                    row,
-                    False,
-                    first,
-                    data_offset,
-                    ts,
-                    reason,
-                )
-            )
+            target = (database, table, OP_NAMES[op_code])
+            out.append(self.reject_output(txn_id, seq, target, row, first, data_offset, ts, reason))
         if rec is not None:
             seq += 1
             out.append(self.reject_row(txn_id, seq, first, rec, ev, reason))

@@ -28,13 +28,9 @@ whose commit never comes is rejected by ``txn-timeout``.
 
 from __future__ import annotations
 
-import json
-from decimal import Decimal
 from typing import Any
 
-import orjson
-
-from assembler.codecs import DecodeError, SkipRecord, decimal_json
+from assembler.codecs import DecodeError, SkipRecord, json_object, row_text
 from assembler.events import MAXWELL_COMMIT, MAXWELL_ROW, Event
 
 _OPS = {"insert": "UPSERT", "update": "UPSERT", "delete": "DELETE"}
@@ -51,17 +47,7 @@ class MaxwellDecoder:
 
     def decode(self, value: bytes | None) -> Event:
         """Decode one record; raises :class:`SkipRecord` for records without a row change."""
-        if value is None:
-            msg = "null record value (tombstone)"
-            raise DecodeError(msg)
-        try:
-            obj = orjson.loads(value)
-        except ValueError as e:
-            msg = f"invalid JSON: {e}"
-            raise DecodeError(msg) from None
-        if type(obj) is not dict:
-            msg = f"JSON value is a {type(obj).__name__}, not an object"
-            raise DecodeError(msg)
+        obj, raw = json_object(value)
         kind = obj.get("type")
         database, table = obj.get("database"), obj.get("table")
         if kind in _SKIPPED or (isinstance(kind, str) and "sql" in obj and kind not in _OPS):
@@ -78,7 +64,7 @@ class MaxwellDecoder:
                 type=BOOTSTRAP_ROW,
                 database=database if isinstance(database, str) else None,
                 table=table if isinstance(table, str) else None,
-                row=_row_text(data, value) if type(data) is dict else None,
+                row=row_text(data, raw, "data") if type(data) is dict else None,
                 source_ts_ms=ts,
             )
         op = _OPS.get(kind) if isinstance(kind, str) else None
@@ -102,13 +88,6 @@ class MaxwellDecoder:
             database=database,
             table=table,
             op=op,
-            row=_row_text(data, value),
+            row=row_text(data, raw, "data"),
             source_ts_ms=ts,
         )
-
-
-def _row_text(data: dict[str, Any], raw: bytes) -> str:
-    """``data`` as JSON text with every number exactly as Maxwell wrote it."""
-    if not any(type(v) is float for v in data.values()):
-        return orjson.dumps(data).decode()
-    return decimal_json(json.loads(raw, parse_float=Decimal)["data"])

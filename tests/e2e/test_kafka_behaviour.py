@@ -172,32 +172,6 @@ def test_backlog_beyond_max_offsets_then_records_deleted_while_down(
     assert line in skipped, skipped[-3000:]
 
 
-def test_topic_deleted_and_recreated_stops_with_a_clear_message(
-    stack: LocalStack, tmp_path: Path
-) -> None:
-    topic = "cdc.recreated"
-    create_topic(stack.bootstrap, topic, 1)
-    produce_orders(stack, topic, range(5))
-    run = pipeline(stack, tmp_path, topic)
-    assert caught_up(stack, topic, {0: 15})
-    assert run.stop() == 0
-
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-        time.sleep(0.2)
-    create_topic(stack.bootstrap, topic, 1)
-    produce_orders(stack, topic, range(100, 102))  # offsets 0..5 again, below the checkpoint
-
-    failed = pipeline(stack, tmp_path, topic)
-    assert wait_exit(failed, 240) == 1
-    log = "\n".join(failed.lines)
-    # The topic id kept with the checkpoint catches it before Spark reads (app/resume.py).
-    assert f"topic {topic} was deleted and re-created" in log, log[-3000:]
-    assert order_ids(stack) == set(range(5))
-
-
 def test_partitions_added_while_running_are_read_from_their_start(
     stack: LocalStack, tmp_path: Path
 ) -> None:

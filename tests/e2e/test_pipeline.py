@@ -76,23 +76,15 @@ def assert_exact(stack: LocalStack, truth: Any, watcher: Watcher) -> None:
         assert table.expected == table.actual > 0
 
 
-def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_crash_restart(
-    stack: LocalStack, tmp_path: Path
+def produce_through_a_crash(
+    stack: LocalStack, tmp_path: Path, config: GeneratorConfig, extra: tuple[str, ...]
 ) -> None:
-    partitions = 3
+    """Produce ``config`` while the pipeline runs, kill -9 it mid-way, restart, catch up, and
+    check exactly-once and no partial transaction throughout."""
+    partitions = config.workload.partitions
     create_topic(stack.bootstrap, TOPIC, partitions)
-    # A small per-trigger cap makes transactions straddle micro-batches.
-    extra = ("source.max-offsets-per-trigger=120", "starrocks.sink.buffer-flush.interval-ms=500")
     pipeline = start_pipeline(stack, tmp_path, *extra)
     watcher = Watcher(stack)
-    config = GeneratorConfig(
-        bootstrap=stack.bootstrap,
-        topic=TOPIC,
-        workload=WorkloadConfig(orders=200, partitions=partitions, seed=11),
-        rate=40,
-        # Rows as nested JSON objects, the usual shape of CDC JSON.
-        row_as_object=True,
-    )
     result_box: list[Any] = []
     producer = threading.Thread(target=lambda: result_box.append(generate(config)))
     producer.start()
@@ -101,12 +93,27 @@ def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_cras
     pipeline.kill()
     pipeline = start_pipeline(stack, tmp_path, *extra)
     producer.join(300)
-    result = result_box[0]
     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
     conn = stack.connect()
     assert wait_caught_up(conn, NAME, TOPIC, ends, 600), "the sink did not catch up"
     pipeline.stop()
-    assert_exact(stack, result.truth, watcher)
+    assert_exact(stack, result_box[0].truth, watcher)
+
+
+def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_crash_restart(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    config = GeneratorConfig(
+        bootstrap=stack.bootstrap,
+        topic=TOPIC,
+        workload=WorkloadConfig(orders=200, partitions=3, seed=11),
+        rate=40,
+        # Rows as nested JSON objects, the usual shape of CDC JSON.
+        row_as_object=True,
+    )
+    # A small per-trigger cap makes transactions straddle micro-batches.
+    extra = ("source.max-offsets-per-trigger=120", "starrocks.sink.buffer-flush.interval-ms=500")
+    produce_through_a_crash(stack, tmp_path, config, extra)
     # The restarted run went on from the checkpoint, under the same query id.
     log = (tmp_path / "pipeline.log").read_text()
     assert log.count("query started") == 2
@@ -116,35 +123,19 @@ def test_maxwell_stream_exactly_once_through_a_crash_restart(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     # Maxwell's shape: no BEGIN, xid on every row, "commit": true on the last (docs/maxwell.md).
-    partitions = 2
-    create_topic(stack.bootstrap, TOPIC, partitions)
+    config = GeneratorConfig(
+        bootstrap=stack.bootstrap,
+        topic=TOPIC,
+        workload=WorkloadConfig(orders=120, partitions=2, seed=13),
+        rate=40,
+        maxwell=True,
+    )
     extra = (
         "source.envelope=maxwell",
         "source.max-offsets-per-trigger=80",
         "starrocks.sink.buffer-flush.interval-ms=500",
     )
-    pipeline = start_pipeline(stack, tmp_path, *extra)
-    watcher = Watcher(stack)
-    config = GeneratorConfig(
-        bootstrap=stack.bootstrap,
-        topic=TOPIC,
-        workload=WorkloadConfig(orders=120, partitions=partitions, seed=13),
-        rate=40,
-        maxwell=True,
-    )
-    result_box: list[Any] = []
-    producer = threading.Thread(target=lambda: result_box.append(generate(config)))
-    producer.start()
-    assert pipeline.wait_for_line("batch      2", 240), "no progress before the crash"
-    pipeline.kill()
-    pipeline = start_pipeline(stack, tmp_path, *extra)
-    producer.join(300)
-    result = result_box[0]
-    ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
-    conn = stack.connect()
-    assert wait_caught_up(conn, NAME, TOPIC, ends, 600), "the sink did not catch up"
-    pipeline.stop()
-    assert_exact(stack, result.truth, watcher)
+    produce_through_a_crash(stack, tmp_path, config, extra)
 
 
 def test_avro_with_executors_in_separate_processes(stack: LocalStack, tmp_path: Path) -> None:

@@ -24,11 +24,19 @@ from tests.e2e.test_kafka_behaviour import (
 pytestmark = pytest.mark.e2e
 
 
-def test_recreated_topic_grown_past_the_checkpoint_stops_before_reading(
+@pytest.mark.parametrize(
+    "new_orders",
+    # 6 records, below the checkpoint's offset 15 (Spark alone would fail on them), and 30,
+    # past it (Spark alone would read on from there and skip the first 15 without a word).
+    [2, 10],
+    ids=["below-the-checkpoint", "grown-past-the-checkpoint"],
+)
+def test_recreated_topic_stops_before_reading(
     stack: LocalStack,  # noqa: F811 - the fixture
     tmp_path: Path,
+    new_orders: int,
 ) -> None:
-    topic = "cdc.regrown"
+    topic = "cdc.recreated"
     create_topic(stack.bootstrap, topic, 1)
     produce_orders(stack, topic, range(5))
     run = pipeline(stack, tmp_path, topic)
@@ -41,12 +49,12 @@ def test_recreated_topic_grown_past_the_checkpoint_stops_before_reading(
     while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.2)
     create_topic(stack.bootstrap, topic, 1)
-    # 30 records: past the checkpoint's offset 15, so Spark alone would read on from there.
-    produce_orders(stack, topic, range(100, 110))
+    produce_orders(stack, topic, range(100, 100 + new_orders))
 
     failed = pipeline(stack, tmp_path, topic)
     assert wait_exit(failed, 240) == 1
     log = "\n".join(failed.lines)
+    # The topic id kept with the checkpoint catches it before Spark reads (app/resume.py).
     assert f"topic {topic} was deleted and re-created" in log, log[-3000:]
     assert "new pipeline.checkpoint-location" in log
     assert order_ids(stack) == set(range(5))

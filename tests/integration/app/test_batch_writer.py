@@ -9,14 +9,32 @@ from typing import Any
 import pytest
 
 from app.assembly import OUTPUT_DDL
-from app.config import load_config
+from app.config import AppConfig, load_config
 from app.pipeline import BatchWriter, to_sink_rows
 from app.progress import ProgressReporter
+from demo.ddl import split_statements
+from devstack.stack import DDL_FILE
+from devstack.starrocks.launcher import EmulatorHandle
 from sinks.base import TargetStats, collect_target_stats
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def emulator_config(emulator: EmulatorHandle, *sets: str) -> AppConfig:
+    """``conf/local.yaml`` aimed at ``emulator``, with the demo's tables created there."""
+    for statement in split_statements(DDL_FILE.read_text()):
+        emulator.sql(statement)
+    return load_config(
+        ROOT / "conf" / "local.yaml",
+        [
+            f"starrocks.load-url={emulator.host}:{emulator.fe_port}",
+            f"starrocks.jdbc-url=jdbc:mysql://{emulator.host}:{emulator.query_port}",
+            f"starrocks.username={emulator.user}",
+            *sets,
+        ],
+    )
 
 
 def row(kind: str, txn: str, row_seq: int, **extra: Any) -> tuple[Any, ...]:

@@ -11,14 +11,11 @@ from typing import Any
 import pytest
 
 from app.assembly import OUTPUT_DDL
-from app.config import load_config
 from app.pipeline import BatchWriter, to_sink_rows
 from app.progress import ProgressReporter
-from demo.ddl import split_statements
-from devstack.stack import DDL_FILE
 from devstack.starrocks.launcher import EmulatorHandle
 from sinks.starrocks.sink import StarRocksSink
-from tests.integration.app.test_batch_writer import row
+from tests.integration.app.test_batch_writer import emulator_config, row
 
 pytestmark = pytest.mark.integration
 
@@ -29,16 +26,7 @@ def test_long_ids_and_reasons_are_cut_to_their_columns_in_bytes(
     spark: Any, starrocks_emulator: EmulatorHandle
 ) -> None:
     emulator = starrocks_emulator
-    for statement in split_statements(DDL_FILE.read_text()):
-        emulator.sql(statement)
-    config = load_config(
-        ROOT / "conf" / "local.yaml",
-        [
-            f"starrocks.load-url={emulator.host}:{emulator.fe_port}",
-            f"starrocks.jdbc-url=jdbc:mysql://{emulator.host}:{emulator.query_port}",
-            f"starrocks.username={emulator.user}",
-        ],
-    )
+    config = emulator_config(emulator)
     long_txn = "t" * 300
     reason = "undecodable: " + "é" * 1100
     rows = [

@@ -76,8 +76,17 @@ def batch_breakdown(log_path: Path) -> dict[str, float]:
     output is computed by the first action in it (the batch aggregate), then the sink runs.
     ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, begin, load job, commit).
     ``commit_ms``: the commit call alone.
+    ``trigger_ms`` / ``add_batch_ms``: Spark's ``durationMs`` of the batch (``batch timing``):
+    the whole trigger, and ``addBatch`` (the stateful job and the foreachBatch call).
     """
-    out = {"batches": 0.0, "foreach_ms": 0.0, "sink_ms": 0.0, "commit_ms": 0.0}
+    out = {
+        "batches": 0.0,
+        "foreach_ms": 0.0,
+        "sink_ms": 0.0,
+        "commit_ms": 0.0,
+        "trigger_ms": 0.0,
+        "add_batch_ms": 0.0,
+    }
     try:
         lines = log_path.read_text(errors="replace").splitlines()
     except OSError:
@@ -88,6 +97,10 @@ def batch_breakdown(log_path: Path) -> dict[str, float]:
             out["batches"] += 1
             out["foreach_ms"] += float(kv.get("total_ms", 0))
             out["sink_ms"] += float(kv.get("sink_ms", 0))
+        elif "batch timing batch_id=" in line:
+            kv = dict(_KV.findall(line))
+            out["trigger_ms"] += float(kv.get("triggerExecution_ms", 0))
+            out["add_batch_ms"] += float(kv.get("addBatch_ms", 0))
         elif "logger=sinks.starrocks.sink starrocks batch" in line:
             kv = dict(_KV.findall(line))
             out["commit_ms"] += float(kv.get("commit_ms", 0))
@@ -166,8 +179,12 @@ def catch_up(
     profile_dir: Path | None,
     end_offsets: dict[int, int],
     timeout_s: float = 900,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run the pipeline over the pre-filled topic until caught up; returns the numbers."""
+    """Run the pipeline over the pre-filled topic until caught up; returns the numbers.
+
+    ``extra``: more ``--set`` overrides (e.g. ``spark.master=local-cluster[2,1,1024]``).
+    """
     name = "bench-catchup"
     proc = TimedPipeline(
         LOCAL_CONFIG,
@@ -179,6 +196,7 @@ def catch_up(
             [
                 "starrocks.sink.buffer-flush.interval-ms=0",
                 f"source.max-offsets-per-trigger={max_offsets}",
+                *extra,
             ],
         ),
         workdir / "pipeline.log",

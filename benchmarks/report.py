@@ -18,6 +18,10 @@ CEILING_ORDER = (
 TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}
 
 
+#: Steady-rate runs (benchmarks.run ``e2e_steady``): trigger 1 s, then 250 ms.
+STEADY_KEYS = ("e2e_steady", "e2e_steady_250")
+
+
 def _f(x: Any, fmt: str = ",.0f") -> str:
     if x is None or x == "":
         return "-"
@@ -216,8 +220,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             f"{_f(asm['trivial']['rows_per_s'])} rows/s (real/trivial {asm['ratio']:.2f})"
         )
     e2e = res.get("e2e_catchup")
-    steady = res.get("e2e_steady")
-    if e2e or steady:
+    steadies = [res[k] for k in STEADY_KEYS if res.get(k)]
+    if e2e or steadies:
         md += ["## 3. As users run it (`spark-submit.sh --config conf/local.yaml`)", ""]
     if e2e:
         mem = e2e.get("memory", {})
@@ -258,7 +262,7 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             f"spark-submit catch-up: {_f(e2e.get('rows_per_s'))} rows/s from query start, "
             f"{_f(e2e.get('steady_rows_per_s'))} after the first batch"
         )
-    if steady:
+    for steady in steadies:
         lat = steady.get("latency", {})
         md += [
             f"Steady rate: {steady['rate_txn_s']:.0f} txn/s x 10 rows = "

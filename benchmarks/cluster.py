@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,12 +24,14 @@ from benchmarks.run import FULL, Bench, loadavg, log
 DEFAULT_MASTERS = ("local[2]", "local-cluster[1,1,1024]", "local-cluster[2,1,1024]")
 
 
-def run_master(bench: Bench, master: str, topic: str, prod: Any, partitions: int) -> dict[str, Any]:
+def run_master(
+    bench: Bench, index: int, master: str, topic: str, prod: Any, partitions: int
+) -> dict[str, Any]:
     from benchmarks import e2e
     from devstack.stack import topic_end_offsets
 
     bench.truncate()
-    workdir = bench.out / "work" / master.replace("[", "-").replace("]", "").replace(",", "-")
+    workdir = bench.out / "work" / re.sub(r"[^A-Za-z0-9]+", "-", master).strip("-")
     ends = topic_end_offsets(bench.stack.bootstrap, topic, partitions)
     res = e2e.catch_up(
         bench.stack,
@@ -39,6 +43,7 @@ def run_master(bench: Bench, master: str, topic: str, prod: Any, partitions: int
         None,
         ends,
         extra=[f"spark.master={master}"],
+        name=f"bench-cluster-{index}",  # it is the label prefix too: 32 characters at most
     )
     res["master"] = master
     res["load"] = loadavg()
@@ -84,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/cluster"))
     args = ap.parse_args(argv)
     masters: list[str] = args.masters
+    shutil.rmtree(args.out / "stack", ignore_errors=True)
+    shutil.rmtree(args.out / "work", ignore_errors=True)  # old checkpoints name old topics
     bench = Bench(args.out, FULL)
     results = []
     with bench.stack:
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, master in enumerate(masters, 1):
             log(f"[{i}/{len(masters)}] {master}: catch-up through spark-submit.sh")
             started = time.monotonic()
-            res = run_master(bench, master, topic, prod, args.partitions)
+            res = run_master(bench, i, master, topic, prod, args.partitions)
             log(
                 f"  {res.get('rows_per_s', 0):,.0f} rows/s from query start, "
                 f"{res.get('steady_rows_per_s', 0):,.0f} after the first batch, caught up: "

@@ -180,12 +180,13 @@ def catch_up(
     end_offsets: dict[int, int],
     timeout_s: float = 900,
     extra: Sequence[str] = (),
+    name: str = "bench-catchup",
 ) -> dict[str, Any]:
     """Run the pipeline over the pre-filled topic until caught up; returns the numbers.
 
-    ``extra``: more ``--set`` overrides (e.g. ``spark.master=local-cluster[2,1,1024]``).
+    ``extra``: more ``--set`` overrides (e.g. ``spark.master=local-cluster[2,1,1024]``);
+    ``name``: the pipeline name (its progress rows tell when it has caught up).
     """
-    name = "bench-catchup"
     proc = TimedPipeline(
         LOCAL_CONFIG,
         overrides(
@@ -221,7 +222,9 @@ def catch_up(
                     break
                 time.sleep(0.1)
         conn = stack.connect()
-        caught_up = wait_caught_up(conn, name, topic, end_offsets, timeout_s, DATABASE)
+        caught_up = wait_caught_up(
+            conn, name, topic, end_offsets, timeout_s, DATABASE, alive=proc.running
+        )
         conn.close()
     finally:
         proc.stop()

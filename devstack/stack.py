@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,17 +136,24 @@ def wait_caught_up(
     end_offsets: Mapping[int, int],
     timeout_s: float,
     database: str = "demo",
+    alive: Callable[[], bool] | None = None,
 ) -> bool:
-    """Wait until every partition's last record (a TXN_END) is visible in the sink."""
+    """Wait until every partition's last record (a TXN_END) is visible in the sink.
+
+    ``alive``: the pipeline is still running (the wait ends early, False, once it is not).
+    """
     want = {p: o - 1 for p, o in end_offsets.items() if o > 0}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        running = alive is None or alive()
         try:
             got = committed_offsets(conn, pipeline, topic, database)
         except Exception:
             got = {}
         if all(got.get(p, -1) >= o for p, o in want.items()):
             return True
+        if not running:
+            return False
         time.sleep(0.25)
     return False
 

@@ -3,8 +3,9 @@
 ``python -m benchmarks.cluster [--rows N] [--partitions N] [--masters M ...]``: one pre-filled
 topic, then the pipeline through ``spark-submit.sh`` until caught up, once per Spark master, on
 the same data: ``local[2]`` (one JVM, as the demo runs), and Spark's ``local-cluster[n,1,1024]``
-(a standalone master and ``n`` workers, each executor its own JVM and Python workers, started by
-Spark from its own distribution; the deploy path a standalone cluster takes). Prints rows/s and
+(a standalone master and ``n`` workers inside the driver, each executor its own JVM and Python
+workers), and ``standalone:n``: a standalone master and ``n`` one-core workers started with
+pyspark's own ``bin/spark-class`` (:mod:`benchmarks.standalone`). Prints rows/s and
 the per-batch costs the model in ``docs/scaling.md`` is built from.
 """
 
@@ -21,7 +22,13 @@ from typing import Any
 
 from benchmarks.run import FULL, Bench, loadavg, log
 
-DEFAULT_MASTERS = ("local[2]", "local-cluster[1,1,1024]", "local-cluster[2,1,1024]")
+DEFAULT_MASTERS = (
+    "local[2]",
+    "local-cluster[1,1,1024]",
+    "local-cluster[2,1,1024]",
+    "standalone:1",
+    "standalone:2",
+)
 
 
 def run_master(
@@ -47,6 +54,21 @@ def run_master(
     )
     res["master"] = master
     res["load"] = loadavg()
+    return res
+
+
+def run_on(
+    bench: Bench, index: int, master: str, topic: str, prod: Any, partitions: int
+) -> dict[str, Any]:
+    """``standalone:N`` starts a standalone master with N one-core workers for the run."""
+    if not master.startswith("standalone:"):
+        return run_master(bench, index, master, topic, prod, partitions)
+    from benchmarks.standalone import standalone
+
+    workers = int(master.split(":", 1)[1])
+    with standalone(workers, bench.out / "work" / f"standalone-{workers}") as url:
+        res = run_master(bench, index, url, topic, prod, partitions)
+    res["master"] = f"standalone, {workers} worker(s) x 1 core ({url})"
     return res
 
 
@@ -100,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, master in enumerate(masters, 1):
             log(f"[{i}/{len(masters)}] {master}: catch-up through spark-submit.sh")
             started = time.monotonic()
-            res = run_master(bench, i, master, topic, prod, args.partitions)
+            res = run_on(bench, i, master, topic, prod, args.partitions)
             log(
                 f"  {res.get('rows_per_s', 0):,.0f} rows/s from query start, "
                 f"{res.get('steady_rows_per_s', 0):,.0f} after the first batch, caught up: "

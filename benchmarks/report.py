@@ -293,9 +293,12 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         md += [
             "## 4. Scaling (in-process, warm session)",
             "",
+            "Rates over all batches, and over the batches after the first (warm: Kafka "
+            "consumers, Python workers and plans exist).",
+            "",
             "| axis | shape | rows | pipeline rows/s | MB/s | bare stateful rows/s "
-            "| pipeline / bare |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+            "| pipeline / bare | warm pipeline rows/s | warm bare rows/s | warm pipeline / bare |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for axis, pts in sweeps.items():
             for p in pts:
@@ -303,7 +306,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 md.append(
                     f"| {axis} | {p['shape']} | {p['rows']:,} | {_f(pipe['rows_per_s'])} | "
                     f"{_f(pipe['mb_per_s'], '.2f')} | {_f(bare['rows_per_s'])} "
-                    f"| {_f(p['ratio'], '.2f')} |"
+                    f"| {_f(p['ratio'], '.2f')} | {_f(pipe.get('warm_rows_per_s'))} "
+                    f"| {_f(bare.get('warm_rows_per_s'))} | {_f(p.get('warm_ratio'), '.2f')} |"
                 )
         md.append("")
         if "scaling.png" in images:

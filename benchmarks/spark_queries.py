@@ -187,6 +187,14 @@ def measure(
     )
     in_order = sorted(with_data, key=lambda p: int(p["batchId"]))
     extra: dict[str, Any] = {"durations_ms": [dict(p["durationMs"]) for p in in_order]}
+    # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
+    # running pipeline keeps, without the first batch's one-off start.
+    warm = in_order[1:]
+    warm_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in warm)
+    if warm and warm_ms:
+        warm_rows = rows * sum(p["numInputRows"] for p in warm) / n_records
+        extra["warm_batches"] = len(warm)
+        extra["warm_rows_per_s"] = round(warm_rows / (warm_ms / 1000), 1)
     if keep_last:
         last = max(with_data, key=lambda p: int(p["batchId"]))
         ops = last.get("stateOperators") or []

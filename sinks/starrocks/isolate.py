@@ -9,8 +9,10 @@ holds whatever the probes did.
 
 A probe is a set of single-table labels (StarRocks checks filtered rows at ``prepare``, and a
 multi-table transaction only at ``commit``): begin, load the subset's rows, prepare, and roll
-back in every case. A probe is never committed; one left open by a crash times out on the
-server. No Spark and no HTTP here: the caller gives the load as a function.
+back in every case. A probe is never committed. Probe labels are numbered per batch, so a run
+after a crash meets the labels of its crashed probes at ``begin`` and rolls them back (a
+prepared one would otherwise hold its transaction until the server's prepared timeout). No
+Spark and no HTTP here: the caller gives the load as a function.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TypeVar
 
 from sinks.exceptions import SinkTerminalError
 from sinks.starrocks.batch import load_error
-from sinks.starrocks.errors import FilteredRowsError
+from sinks.starrocks.errors import FilteredRowsError, LabelAlreadyExistsError
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.steps import Steps
 from sinks.starrocks.txnapi import LoadReport, TxnApi
@@ -36,6 +38,10 @@ Probe = Callable[[Sequence[U]], "str | None"]
 
 class TooManyFilteredError(SinkTerminalError):
     """More source transactions of one batch have filtered rows than the policy isolates."""
+
+
+class ProbeLabelUsedError(Exception):
+    """A probe label was begun before, by a run that crashed; it is rolled back now."""
 
 
 def find_filtered(
@@ -97,13 +103,23 @@ def probe_load(
         The filtered-rows failure (message and error URL), or None when every table prepared.
 
     Raises:
+        ProbeLabelUsedError: A label was used by a crashed run (now rolled back): probe again
+            under the next number.
         StarRocksError: Any other failure (the batch then fails as it would have).
     """
     steps = Steps(api, lambda _labels, _multi: (), policy)
     begun: list[tuple[str, str]] = []
     try:
         for table, label in sorted(labels.items()):
-            api.begin(label, table)
+            try:
+                api.begin(label, table)
+            except LabelAlreadyExistsError as e:
+                # Only this batch's probes use these labels, and none is ever committed: roll
+                # back every label of the crashed probe not begun here (those are, below).
+                for other_table, other in sorted(labels.items()):
+                    if (other_table, other) not in begun:
+                        steps.rollback(other, other_table)
+                raise ProbeLabelUsedError(label) from e
             begun.append((table, label))
         for report in load(labels):
             if report.failure is None:

@@ -36,7 +36,12 @@ from sinks.starrocks.errors import FilteredRowsError, InvalidRequestError
 from sinks.starrocks.filtered_rows import SourceTxn, only, source_txns, with_dead_letters
 from sinks.starrocks.fit import fit_utf8
 from sinks.starrocks.httpapi import HttpTxnApi
-from sinks.starrocks.isolate import find_filtered, probe_load, why_filtered
+from sinks.starrocks.isolate import (
+    ProbeLabelUsedError,
+    find_filtered,
+    probe_load,
+    why_filtered,
+)
 from sinks.starrocks.labels import make_label
 from sinks.starrocks.loader import (
     LOADER_COLUMNS,
@@ -48,6 +53,7 @@ from sinks.starrocks.loader import (
 )
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.sql import StarRocksSql, dead_letter_table_ddl, progress_table_ddl
+from sinks.starrocks.steps import MAX_ATTEMPT_NUMBER
 from sinks.starrocks.txnapi import Instrument, LoadJob, LoadReport, TxnApi
 
 if TYPE_CHECKING:
@@ -177,7 +183,7 @@ class StarRocksSink(Sink):
             cfg.label_prefix, probe_qid, 10**12, 999, longest_table if not cfg.multi_table else None
         )
         if cfg.filtered_rows == "dead-letter":  # the probes' labels (sinks/starrocks/isolate.py)
-            make_label(f"{cfg.label_prefix}-probe", probe_qid, 10**12, 10**9, longest_table)
+            make_label(f"{cfg.label_prefix}-probe", probe_qid, 10**12, 999, longest_table)
 
         with StarRocksSql(cfg) as sql:
             self._check_version(sql)
@@ -322,19 +328,24 @@ class StarRocksSink(Sink):
         """The batch's transactions whose rows StarRocks filters (probed, always rolled back)."""
         cfg = self.config
         txns = source_txns(df, cfg)
-        # Probe labels are never committed and need no recovery: a clock makes them fresh on
-        # every replay (a rolled-back label stays blocked on the server).
-        first = time.time_ns() // 1_000_000 % 10**9
-        count = 0
+        number = -1
 
         def probe(part: Sequence[SourceTxn]) -> str | None:
-            nonlocal count
-            count += 1
+            # Numbered per batch: a run after a crash meets its crashed probes' labels (used
+            # ones stay blocked on the server), rolls them back and takes the next number.
+            nonlocal number
             tables = sorted({t for txn in part for t in txn.tables})
-            prefix = f"{cfg.label_prefix}-probe"
-            labels = {t: make_label(prefix, query_id, batch_id, first + count, t) for t in tables}
             job = SparkLoadJob(only(df, part), cfg, batch_id)
-            return probe_load(api, self._policy, labels, lambda lb: job(lb, False))
+            while number < MAX_ATTEMPT_NUMBER - 1:
+                number += 1
+                prefix = f"{cfg.label_prefix}-probe"
+                labels = {t: make_label(prefix, query_id, batch_id, number, t) for t in tables}
+                try:
+                    return probe_load(api, self._policy, labels, lambda lb: job(lb, False))
+                except ProbeLabelUsedError as e:
+                    logger.warning("starrocks rolled back a crashed run's probe label=%s", e)
+            msg = f"batch {batch_id} used {MAX_ATTEMPT_NUMBER} probe labels"
+            raise SinkTerminalError(msg)
 
         logger.warning(
             "starrocks batch has rows StarRocks filters batch_id=%s transactions=%s; probing "

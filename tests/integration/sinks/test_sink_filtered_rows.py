@@ -6,6 +6,7 @@ and a replay changes nothing."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -108,3 +109,55 @@ def test_the_default_policy_still_fails_the_batch(sr: Any, spark: Any) -> None:
         sink.write_batch(orders_batch(spark, 3, {2: "null"}), 0)
     assert table_rows(sr, "orders") == []
     assert not [label for label in sr.control.labels(DB) if "-probe-" in label]
+
+
+class SimulatedCrash(BaseException):
+    """A kill -9 at that point (a BaseException skips the sink's ``except`` handlers)."""
+
+
+class CrashAfterProbePrepare:
+    """Wraps the sink's TxnApi: the driver dies right after a probe's first prepare, and a dead
+    driver makes no more calls (the probe's ``finally`` rollback included)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._dead = False
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._inner, name)
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self._dead:
+                raise SimulatedCrash(name)
+            return call(*args, **kwargs)
+
+        return guarded
+
+    def prepare(self, label: str, table: str) -> None:
+        if self._dead:
+            raise SimulatedCrash("prepare")
+        self._inner.prepare(label, table)
+        if "-probe-" in label:
+            self._dead = True
+            raise SimulatedCrash(label)
+
+
+def test_a_crash_while_probing_leaves_no_probe_open_after_the_replay(sr: Any, spark: Any) -> None:
+    qid = str(uuid.uuid4())
+    options = {"sink.filtered-rows": "dead-letter"}
+    crashing = make_sink(sr, query_id=qid, **options)
+    crashing.instrument = lambda _batch, api, job: (CrashAfterProbePrepare(api), job)
+    crashing.open()
+    with pytest.raises(SimulatedCrash):
+        crashing.write_batch(orders_batch(spark, 4, {3: "null"}), 7)
+    left = {label: s for label, s in sr.control.labels(DB).items() if "-probe-" in label}
+    assert "PREPARED" in left.values(), left  # the crashed probe holds its transaction
+
+    result = make_sink(sr, query_id=qid, **options).write_batch(
+        orders_batch(spark, 4, {3: "null"}), 7
+    )
+    assert result.outcome is Outcome.COMMITTED
+    assert [r[0] for r in table_rows(sr, "orders")] == [1, 2, 4]
+    assert len(dead_letters(sr)) == 3
+    probes = {label: s for label, s in sr.control.labels(DB).items() if "-probe-" in label}
+    assert set(probes.values()) == {"ABORTED"}, probes

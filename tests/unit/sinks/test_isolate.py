@@ -9,8 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinks.starrocks.errors import FilteredRowsError, ServerBusyError
-from sinks.starrocks.isolate import TooManyFilteredError, find_filtered, probe_load
+from sinks.starrocks.errors import FilteredRowsError, LabelAlreadyExistsError, ServerBusyError
+from sinks.starrocks.isolate import (
+    ProbeLabelUsedError,
+    TooManyFilteredError,
+    find_filtered,
+    probe_load,
+)
 from sinks.starrocks.protocol import LoadState
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
@@ -116,3 +121,27 @@ def test_a_probe_load_that_fails_otherwise_raises_after_rolling_back() -> None:
     with pytest.raises(ServerBusyError, match="busy"):
         probe_load(api, RetryPolicy(), LABELS, loads(busy))  # type: ignore[arg-type]
     assert [c[0] for c in api.calls] == ["begin", "begin", "rollback", "rollback"]
+
+
+class UsedLabelApi(RecordingApi):
+    """``begin`` of ``used`` answers LABEL_ALREADY_EXISTS: a crashed run's probe."""
+
+    def __init__(self, used: str) -> None:
+        super().__init__()
+        self.used = used
+
+    def begin(self, label: str, table: str | None) -> None:
+        if label == self.used:
+            raise LabelAlreadyExistsError("label exists", existing_status="PREPARED")
+        super().begin(label, table)
+
+
+def test_a_crashed_runs_probe_label_is_rolled_back_whole_and_the_probe_moves_on() -> None:
+    api = UsedLabelApi(used="p-orders")
+    with pytest.raises(ProbeLabelUsedError, match="p-orders"):
+        probe_load(api, RetryPolicy(), LABELS, loads())  # type: ignore[arg-type]
+    # items was begun here; orders was the crashed run's: both end rolled back, nothing loaded.
+    assert sorted(c for c in api.calls if c[0] != "begin") == [
+        ("rollback", "p-items", "items"),
+        ("rollback", "p-orders", "orders"),
+    ]

@@ -355,10 +355,9 @@ class StarRocksSink(Sink):
             error,
         )
         started = time.monotonic()
+        # Never empty: the whole batch is known to fail, and a failing range always has a
+        # failing half. Should the rows fail only together, the retry below fails as before.
         bad, probes = find_filtered(txns, why_filtered(error), probe, cfg.filtered_rows_max_txns)
-        if not bad:
-            msg = f"{error} (the probes of batch {batch_id} found no transaction that fails alone)"
-            raise FilteredRowsError(msg, **error.context) from error
         for txn, why in bad:
             logger.warning(
                 "starrocks dead-lettered a transaction with filtered rows batch_id=%s topic=%s "

@@ -335,7 +335,7 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         )
     filtered_rows = str(options.get("sink.filtered-rows", "fail")).strip()
     if filtered_rows not in ("fail", "dead-letter"):
-        _fail("sink.filtered-rows", f"={filtered_rows!r}: expected fail or dead-letter")
+        _fail("sink.filtered-rows", f"must be fail or dead-letter, got {filtered_rows!r}")
     redirect_hosts = frozenset(
         h.strip().lower()
         for h in str(options.get("sink.redirect.allowed-hosts", "")).split(",")

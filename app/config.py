@@ -284,6 +284,11 @@ _ENVELOPES: dict[str, Literal["txn", "debezium", "maxwell"]] = {
     "debezium": "debezium",
     "maxwell": "maxwell",
 }
+_ON_LOST_CHECKPOINT: dict[str, Literal["resume", "fail", "ignore"]] = {
+    "resume": "resume",
+    "fail": "fail",
+    "ignore": "ignore",
+}
 
 
 def _source(
@@ -305,7 +310,7 @@ def _source(
         )
         raise ConfigError(msg)
     lost = _str(section, "source", "on-lost-checkpoint")
-    if lost not in ("resume", "fail", "ignore"):
+    if lost not in _ON_LOST_CHECKPOINT:
         msg = f"source.on-lost-checkpoint={lost!r}: expected resume, fail or ignore"
         raise ConfigError(msg)
     topics = tuple(t.strip() for t in _str(section, "source", "topics").split(",") if t.strip())
@@ -345,7 +350,7 @@ def _source(
         max_offsets_per_trigger=_int(section, "source", "max-offsets-per-trigger", minimum=1),
         fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
         extra_options=extra,
-        on_lost_checkpoint="resume" if lost == "resume" else "fail" if lost == "fail" else "ignore",
+        on_lost_checkpoint=_ON_LOST_CHECKPOINT[lost],
     )
 
 

@@ -8,9 +8,13 @@ which ``main`` now also calls before the SparkSession starts.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from app.config import SourceSettings
 from common.errors import CdcError, Terminal
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +30,9 @@ def check_kafka(source: SourceSettings, timeout_s: float = 15.0) -> None:
         PreflightError: no answer within ``timeout_s``, naming the setting to fix.
     """
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
-    # librdkafka logs every failed connection attempt: the one line below says it instead.
-    settings["log_level"] = 0
     try:
-        metadata = AdminClient(settings).list_topics(timeout=timeout_s)
+        metadata = _admin(source).list_topics(timeout=timeout_s)
     except KafkaException as e:
         error = e.args[0] if e.args else e
         reason = error.str() if hasattr(error, "str") else str(error)
@@ -56,11 +56,8 @@ def describe_topics(
 ) -> tuple[dict[str, str], dict[str, list[int]]]:
     """Each existing subscribed topic's Kafka topic id and partitions (driver, at start)."""
     from confluent_kafka import KafkaException, TopicCollection
-    from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
-    settings["log_level"] = 0
-    admin = AdminClient(settings)
+    admin = _admin(source)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted = [t for t in source.subscribed_topics() if t in existing]
     ids: dict[str, str] = {}
@@ -77,3 +74,12 @@ def describe_topics(
         ids[topic] = str(description.topic_id)
         partitions[topic] = sorted(p.id for p in description.partitions)
     return ids, partitions
+
+
+def _admin(source: SourceSettings) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
+    # librdkafka logs every failed connection attempt: the errors raised here say it instead.
+    settings["log_level"] = 0
+    return AdminClient(settings)

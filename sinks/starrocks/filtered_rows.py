@@ -24,9 +24,9 @@ TXN_KEY = ("topic", "partition", "txn_seq")
 VIOLATION = "filtered-rows"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class SourceTxn:
-    """One source transaction of the batch (sorted by :data:`TXN_KEY`)."""
+    """One source transaction of the batch (:func:`source_txns` lists them in key order)."""
 
     topic: str
     partition: int

@@ -55,10 +55,26 @@ with zipfile.PyZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED, optimize=0) as z:
 PY
 )
 
+# Spark puts its own pyspark.zip (source only) first on every Python process's PYTHONPATH,
+# so each new worker compiled PySpark again: ~0.6 s per worker, ~0.5 s of the driver's start.
+# When Spark is this Python's pip-installed pyspark, the same files are installed with
+# bytecode: a launcher puts them first. Any other Spark keeps its own zip.
+worker_python="$PYTHON"
+driver_python="$PYSPARK_DRIVER_PYTHON"
+if [[ "$SPARK_SUBMIT" == "$(dirname "$PYTHON")/spark-submit" ]]; then
+  find "$here/build" -name 'cdc-python-*' -mmin +1440 -delete 2>/dev/null || true
+  site="$("$PYTHON" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent.parent)')"
+  worker_python="$(mktemp "$here/build/cdc-python-XXXXXXXX")"
+  printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
+    "$site" "$PYTHON" >"$worker_python"
+  chmod +x "$worker_python"
+  [[ "$driver_python" == "$PYTHON" ]] && driver_python="$worker_python"
+fi
+
 # shellcheck disable=SC2086 # SPARK_ARGS is a list of options on purpose
 exec "$SPARK_SUBMIT" \
-  --conf "spark.pyspark.python=$PYTHON" \
-  --conf "spark.pyspark.driver.python=$PYSPARK_DRIVER_PYTHON" \
+  --conf "spark.pyspark.python=$worker_python" \
+  --conf "spark.pyspark.driver.python=$driver_python" \
   --driver-java-options "-Xss8m -Dlog4j2.configurationFile=file:$here/conf/log4j2.properties" \
   --py-files "$zip_path" \
   "${extra[@]}" ${SPARK_ARGS:-} \

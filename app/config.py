@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 
 from app.kafka_client_configs import CONSUMER_CONFIGS, KAFKA_CLIENTS_VERSION
+from app.source import CONSUMER_DEFAULTS
 from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings, Targets
@@ -137,6 +138,7 @@ class SourceSettings:
             "startingOffsets": self.starting_offsets,
             "maxOffsetsPerTrigger": str(self.max_offsets_per_trigger),
             "failOnDataLoss": str(self.fail_on_data_loss).lower(),
+            **CONSUMER_DEFAULTS,
         }
         options.update(self.extra_options)
         return options

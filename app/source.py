@@ -15,6 +15,15 @@ if TYPE_CHECKING:
 
 FORMAT = "kafka"
 
+#: Consumer settings the pipeline passes unless ``source.options`` names them.
+#: ``fetch.max.wait.ms``: after every poll Spark's consumer asks the broker for the partition's
+#: offset range. A poll that reached the log end has already sent the next fetch, which the
+#: broker holds for ``fetch.max.wait.ms`` (500 ms by default) because there is nothing to
+#: return, and the broker answers one connection's requests in order. So each Kafka task that
+#: reads up to the log end (every micro-batch of a live stream) waited ~500 ms for nothing
+#: (docs/benchmarks.md). A task only reads offsets that exist, so a short wait costs nothing.
+CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+
 
 def read_kafka_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """A streaming DataFrame of Kafka records (the connector's schema).

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from app.source import CONSUMER_DEFAULTS
 from benchmarks.procstat import tree_cpu_seconds
 from benchmarks.workload import DATABASE, TABLE
 
@@ -54,10 +55,10 @@ CHECKPOINT_ROOT: str | None = None
 
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
-    from app.session import BASE_CONF
+    from app.session import BASE_CONF, LOCAL_CHECKPOINT_CONF
     from devstack.jars import spark_jars_conf
 
-    conf = dict(BASE_CONF)
+    conf = {**BASE_CONF, **LOCAL_CHECKPOINT_CONF}  # the benchmarks' checkpoints are local
     conf.update(
         {
             "spark.sql.shuffle.partitions": "2",  # = pipeline.state-partitions in local.yaml
@@ -263,6 +264,7 @@ def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, st
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": str(max_offsets),
         "failOnDataLoss": "true",
+        **CONSUMER_DEFAULTS,  # the app's own consumer defaults (app/source.py)
     }
 
 

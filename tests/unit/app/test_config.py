@@ -113,6 +113,15 @@ def test_starting_offsets_take_the_connector_values(conf_file: Path, value: str)
     assert config.source.reader_options()["startingOffsets"] == value
 
 
+def test_consumers_do_not_wait_out_the_brokers_long_poll(conf_file: Path) -> None:
+    # A task reading to the log end otherwise waits fetch.max.wait.ms (500 ms) for nothing.
+    assert load_config(conf_file).source.reader_options()["kafka.fetch.max.wait.ms"] == "10"
+    mine = load_config(conf_file, ["source.options.kafka.fetch.max.wait.ms=200"])
+    assert mine.source.reader_options()["kafka.fetch.max.wait.ms"] == "200"
+    # The driver's librdkafka calls take no Java consumer default.
+    assert "fetch.max.wait.ms" not in load_config(conf_file).source.client_settings()
+
+
 def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "nope.yaml")
@@ -139,16 +148,36 @@ def test_get_refuses_secrets(conf_file: Path, capsys: pytest.CaptureFixture[str]
     assert main(["--config", str(conf_file), "--get", "starrocks.username"]) == 0
 
 
+@pytest.mark.parametrize(
+    ("location", "fs_api"),
+    [("/var/cdc/ckpt", True), ("file:///var/cdc/ckpt", True), ("hdfs://nn/cdc/ckpt", False)],
+)
+def test_local_checkpoints_skip_hadoops_forking_renames(
+    conf_file: Path, location: str, fs_api: bool
+) -> None:
+    from app.session import session_conf
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    config = load_config(conf_file, [f"pipeline.checkpoint-location={location}"])
+    assert (key in session_conf(config)) is fs_api
+    assert session_conf(config)["spark.sql.shuffle.partitions"] == "2"
+    mine = load_config(
+        conf_file, [f"pipeline.checkpoint-location={location}", f"spark.conf.{key}=my.Manager"]
+    )
+    assert session_conf(mine)[key] == "my.Manager"
+
+
 def test_trigger_interval_is_a_duration(conf_file: Path) -> None:
     config = load_config(conf_file, ["starrocks.sink.buffer-flush.interval-ms=2s"])
     assert config.pipeline.trigger_interval_ms == 2000
 
 
 def test_idle_batches_are_off_by_default(conf_file: Path) -> None:
-    from app.session import BASE_CONF
+    from app.session import session_conf
 
     # An idle pipeline must not run a Spark job every trigger (benchmarks.idle: ~44 CPU-s/min).
-    assert "spark.sql.streaming.noDataMicroBatches.enabled" not in BASE_CONF
+    conf = session_conf(load_config(conf_file))
+    assert conf["spark.sql.streaming.noDataMicroBatches.enabled"] == "false"
     assert load_config(conf_file).pipeline.idle_batches is False
     assert load_config(conf_file, ["pipeline.idle-batches=true"]).pipeline.idle_batches is True
     with pytest.raises(ConfigError, match="idle-batches"):

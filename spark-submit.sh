@@ -67,10 +67,14 @@ if [[ "$SPARK_SUBMIT" == "$(dirname "$PYTHON")/spark-submit" ]]; then
   site="$("$PYTHON" -c 'import importlib.util as u, pathlib
 print(pathlib.Path(u.find_spec("pyspark").origin).parent.parent)')"
   worker_python="$(mktemp "$here/build/cdc-python-XXXXXXXX")"
-  printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
-    "$site" "$PYTHON" >"$worker_python"
+  # The project zip too: Spark starts the Python daemon (below) before any task has put it
+  # on the path.
+  printf '#!/bin/sh\nPYTHONPATH="%s:%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
+    "$site" "$zip_path" "$PYTHON" >"$worker_python"
   chmod +x "$worker_python"
   [[ "$driver_python" == "$PYTHON" ]] && driver_python="$worker_python"
+  # Workers that skip a full garbage collection after every task (app/pydaemon.py).
+  extra+=(--conf "spark.python.daemon.module=app.pydaemon")
 fi
 
 # shellcheck disable=SC2086 # SPARK_ARGS is a list of options on purpose

@@ -61,6 +61,8 @@ DEFAULTS: dict[str, Any] = {
         # resume after the last commit | fail | ignore (use starting-offsets).
         "on-lost-checkpoint": "resume",
         "max-offsets-per-trigger": 200000,
+        # Tasks that read a micro-batch, at most (0: twice the cores; app/source.py).
+        "max-read-tasks": 0,
         "fail-on-data-loss": True,
         "options": {},
         # txn: the project's TXN_BEGIN/DATA/TXN_END envelope, assembled per partition.
@@ -113,6 +115,7 @@ class SourceSettings:
     starting_offsets: str
     max_offsets_per_trigger: int
     fail_on_data_loss: bool
+    max_read_tasks: int = 0
     extra_options: Mapping[str, str] = field(default_factory=dict)
     envelope: Literal["txn", "debezium", "maxwell"] = "txn"
     debezium: DebeziumSettings | None = None
@@ -351,6 +354,7 @@ def _source(
         starting_offsets=starting,
         max_offsets_per_trigger=_int(section, "source", "max-offsets-per-trigger", minimum=1),
         fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
+        max_read_tasks=_int(section, "source", "max-read-tasks", minimum=0),
         extra_options=extra,
         on_lost_checkpoint=_ON_LOST_CHECKPOINT[lost],
     )

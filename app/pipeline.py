@@ -63,7 +63,7 @@ def read_events(spark: SparkSession, config: AppConfig) -> DataFrame:
     """The Kafka source, with the connector's schema."""
     from app.source import read_kafka_stream
 
-    return read_kafka_stream(spark, config.source.reader_options())
+    return read_kafka_stream(spark, config.source.reader_options(), config.source.max_read_tasks)
 
 
 def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -34,16 +35,30 @@ LOCAL_CHECKPOINT_CONF = {
 }
 
 
+# Python workers without a full garbage collection after every task (app/pydaemon.py). Spark
+# starts the daemon before any task has put the shipped project on the path, so only where
+# the workers run this Python with this checkout importable: a local master started from
+# here (below), or spark-submit.sh's launcher.
+DAEMON_CONF = {"spark.python.daemon.module": "app.pydaemon"}
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
 def build_session(config: AppConfig) -> SparkSession:
     """Create (or join) the SparkSession with the pipeline's settings."""
     from pyspark.sql import SparkSession
 
     # Executors must run the same Python as the driver, with the project importable.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = session_conf(config)
+    if conf.get("spark.python.daemon.module") == DAEMON_CONF["spark.python.daemon.module"]:
+        # The JVM this starts (and its Python daemon) inherits the environment.
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if str(PROJECT_ROOT) not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, paths)])
     builder = SparkSession.builder.appName(config.spark.app_name)
     if config.spark.master:
         builder = builder.master(config.spark.master)
-    for key, value in session_conf(config).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -53,6 +68,8 @@ def session_conf(config: AppConfig) -> dict[str, str]:
     conf = dict(BASE_CONF)
     if urlparse(config.pipeline.checkpoint_location).scheme in ("", "file"):
         conf.update(LOCAL_CHECKPOINT_CONF)
+    if _starts_local_spark(config.spark.master):
+        conf.update(DAEMON_CONF)
     # State-store partitions are frozen into the checkpoint at the first run (DESIGN.md §7):
     # this is the one place that sets them.
     conf["spark.sql.shuffle.partitions"] = str(config.pipeline.state_partitions)
@@ -65,3 +82,13 @@ def session_conf(config: AppConfig) -> dict[str, str]:
     )
     conf.update(config.spark.conf)
     return conf
+
+
+def _starts_local_spark(master: str) -> bool:
+    """Whether this process starts Spark itself with executors on this machine.
+
+    Under spark-submit the JVM came first (it exported the gateway port) and its
+    environment is set; spark-submit.sh chooses the daemon there.
+    """
+    local = master == "local" or master.startswith(("local[", "local-cluster["))
+    return local and "PYSPARK_GATEWAY_PORT" not in os.environ and (PROJECT_ROOT / "app").is_dir()

@@ -1,6 +1,7 @@
 """Where a micro-batch's time goes: Spark jobs and stages of the pipeline, from Spark's REST API.
 
     .venv/bin/python -m benchmarks.batch_jobs [--rows N] [--max-offsets N] [--query pipeline]
+        [--partitions N] [--set KEY=VALUE ...]
 
 Runs one query of ``benchmarks.spark_queries`` in process (Spark UI on, local[2]) on a
 pre-filled topic, then prints every Spark job of each data batch with its duration and its
@@ -55,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--query", choices=("pipeline", "assembler", "bare", "passthrough"), default="pipeline"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a pipeline setting for --query pipeline (e.g. source.max-read-tasks=64)",
+    )
     args = parser.parse_args(argv)
     import logging
 
@@ -100,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
         plans = {
             "pipeline": lambda: q.pipeline(
-                spark, stack, topic, args.max_offsets, f"jobs-{uuid.uuid4().hex[:6]}"
+                spark, stack, topic, args.max_offsets, f"jobs-{uuid.uuid4().hex[:6]}", args.set
             ),
             "assembler": lambda: q.to_noop(q.real_assembler(src()), "j_asm"),
             "bare": lambda: q.to_noop(q.trivial_stateful(src()), "j_bare"),

@@ -10,7 +10,7 @@ Two runs, both with peak RSS of the JVM, the Python driver and the Python worker
   profiled with py-spy (Python workers and the Python driver, raw collapsed stacks);
 * steady: transactions produced at a fixed rate while the pipeline runs with a processing-time
   trigger; visibility latency per transaction (TXN_END produced -> its partition's progress
-  row committed past it), warm-up excluded.
+  row committed past it), warm-up excluded, and the pipeline's CPU (cores busy) meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.procstat import RssSampler, classify, descendants
+from benchmarks.procstat import RssSampler, classify, descendants, tree_cpu_seconds
 from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, VisibilitySampler
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
@@ -296,7 +296,12 @@ def steady(
         # Warm-up, then duration_s of steady state (first batch = start-up).
         if not sampler.first_advance.wait(180):
             raise RuntimeError("nothing became visible within 180 s")
-        time.sleep(STEADY_WARMUP_S + duration_s)
+        time.sleep(STEADY_WARMUP_S)
+        # The pipeline's CPU (JVM, driver, workers) over the measured window.
+        cpu_before, window_start = tree_cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(duration_s)
+        cpu_s = tree_cpu_seconds(proc.pid) - cpu_before
+        window_s = time.monotonic() - window_start
         producer.stop_event.set()
         producer.join(60)
         # Wait until the last transaction is visible (or 60 s).
@@ -328,5 +333,6 @@ def steady(
         "warmup_s": STEADY_WARMUP_S,
         "latency": percentiles(warm),
         "memory": memory,
+        "cpu_cores": cpu_s / window_s,
         "producer_errors": producer.errors[:3],
     }

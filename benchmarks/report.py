@@ -283,11 +283,17 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 f"{_f(w.get('max'))} | {_f(w.get('n'))} | <= {steady['trigger_ms'] + 1000} |"
             )
         md.append("")
+        md.append(
+            f"Pipeline CPU in the steady-state window (JVM, Python driver and workers): "
+            f"{_f(steady.get('cpu_cores'), '.2f')} cores busy on average."
+        )
+        md.append("")
         md += _memory_table("steady rate", steady.get("memory", {}))
         summary.append(
             f"steady {steady['rate_rows_s']:.0f} rows/s, trigger {steady['trigger_ms']} ms: "
             f"p50 {_f(lat.get('p50'))} p95 {_f(lat.get('p95'))} p99 {_f(lat.get('p99'))} ms "
-            f"(after start: p99 {_f(steady.get('latency_after_start', {}).get('p99'))} ms)"
+            f"(after start: p99 {_f(steady.get('latency_after_start', {}).get('p99'))} ms); "
+            f"pipeline CPU {_f(steady.get('cpu_cores'), '.2f')} cores"
         )
         mem = steady.get("memory", {})
         summary.append(

@@ -55,10 +55,11 @@ CHECKPOINT_ROOT: str | None = None
 
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
-    from app.session import BASE_CONF, LOCAL_CHECKPOINT_CONF
+    from app.session import BASE_CONF, DAEMON_CONF, LOCAL_CHECKPOINT_CONF
     from devstack.jars import spark_jars_conf
 
-    conf = {**BASE_CONF, **LOCAL_CHECKPOINT_CONF}  # the benchmarks' checkpoints are local
+    # Local checkpoints and local[2] workers of this venv, as app.session chooses for them.
+    conf = {**BASE_CONF, **LOCAL_CHECKPOINT_CONF, **DAEMON_CONF}
     conf.update(
         {
             "spark.sql.shuffle.partitions": "2",  # = pipeline.state-partitions in local.yaml
@@ -272,12 +273,12 @@ def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: i
     """The topic as a streaming DataFrame through Spark's Kafka connector.
 
     The same reader ``app.pipeline`` builds for ``source.format: kafka`` (the connector's
-    ``kafka`` format with the connector's own option names).
+    ``kafka`` format with the connector's own option names, reads merged as the app merges
+    them), so the ceilings read as the pipeline reads.
     """
-    reader = spark.readStream.format(SOURCE)
-    for key, value in source_options(bootstrap, topic, max_offsets).items():
-        reader = reader.option(key, value)
-    return reader.load()
+    from app.source import read_kafka_stream
+
+    return read_kafka_stream(spark, source_options(bootstrap, topic, max_offsets))
 
 
 # -- trivial stateful function -----------------------------------------------------------------

@@ -131,6 +131,10 @@ class PipelineProcess:
         """PID of the Python driver (``app/main.py``) under spark-submit, once started."""
         return None if self.process is None else python_driver_pid(self.process.pid)
 
+    def command_lines(self) -> list[bytes]:
+        """Command lines of the run's live processes (JVM, Python driver, daemon, workers)."""
+        return [] if self.process is None else [cmd for _, cmd in descendants(self.process.pid)]
+
     def returncode(self) -> int | None:
         """Exit status once ended."""
         return None if self.process is None else self.process.poll()
@@ -138,6 +142,11 @@ class PipelineProcess:
 
 def python_driver_pid(root: int) -> int | None:
     """The descendant of ``root`` whose command line runs ``app/main.py``."""
+    return next((pid for pid, cmd in descendants(root) if is_python_driver(cmd)), None)
+
+
+def descendants(root: int) -> list[tuple[int, bytes]]:
+    """``(pid, /proc/PID/cmdline)`` of every live descendant of ``root``, parents first."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -149,17 +158,17 @@ def python_driver_pid(root: int) -> int | None:
         # Field 4 of /proc/PID/stat is the parent PID; the command name may hold spaces.
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
-    stack = [root]
+    found = []
+    stack = list(children.get(root, []))
     while stack:
         pid = stack.pop()
         try:
             cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes()
         except OSError:
             cmdline = b""
-        if pid != root and is_python_driver(cmdline):
-            return pid
+        found.append((pid, cmdline))
         stack.extend(children.get(pid, []))
-    return None
+    return found
 
 
 def is_python_driver(cmdline: bytes) -> bool:

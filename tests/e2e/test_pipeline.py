@@ -96,6 +96,9 @@ def produce_through_a_crash(
     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
     conn = stack.connect()
     assert wait_caught_up(conn, NAME, TOPIC, ends, 600), "the sink did not catch up"
+    # The workers came from the project's daemon (spark-submit.sh's launcher put it there).
+    daemons = [c for c in pipeline.command_lines() if b"\0-m\0app.pydaemon\0" in c]
+    assert daemons, pipeline.command_lines()
     pipeline.stop()
     assert_exact(stack, result_box[0].truth, watcher)
 
@@ -111,8 +114,13 @@ def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_cras
         # Rows as nested JSON objects, the usual shape of CDC JSON.
         row_as_object=True,
     )
-    # A small per-trigger cap makes transactions straddle micro-batches.
-    extra = ("source.max-offsets-per-trigger=120", "starrocks.sink.buffer-flush.interval-ms=500")
+    # A small per-trigger cap makes transactions straddle micro-batches; one task reads the
+    # three partitions.
+    extra = (
+        "source.max-offsets-per-trigger=120",
+        "starrocks.sink.buffer-flush.interval-ms=500",
+        "source.max-read-tasks=1",
+    )
     produce_through_a_crash(stack, tmp_path, config, extra)
     # The restarted run went on from the checkpoint, under the same query id.
     log = (tmp_path / "pipeline.log").read_text()

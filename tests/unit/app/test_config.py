@@ -167,6 +167,45 @@ def test_local_checkpoints_skip_hadoops_forking_renames(
     assert session_conf(mine)[key] == "my.Manager"
 
 
+@pytest.mark.parametrize(
+    ("master", "gateway", "chosen"),
+    [
+        ("local[2]", None, True),
+        ("local-cluster[2,1,1024]", None, True),
+        ("local", None, True),
+        ("spark://m:7077", None, False),
+        ("", None, False),  # spark-submit decides the master: spark-submit.sh chooses
+        ("local[2]", "40123", False),  # under spark-submit the JVM's environment is set
+    ],
+)
+def test_local_workers_use_the_projects_python_daemon(
+    conf_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    master: str,
+    gateway: str | None,
+    chosen: bool,
+) -> None:
+    from app.session import session_conf
+
+    if gateway is None:
+        monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    else:
+        monkeypatch.setenv("PYSPARK_GATEWAY_PORT", gateway)
+    key = "spark.python.daemon.module"
+    conf = session_conf(load_config(conf_file, [f"spark.master={master}"]))
+    assert (conf.get(key) == "app.pydaemon") is chosen
+    assert chosen or key not in conf
+    mine = load_config(conf_file, [f"spark.master={master}", f"spark.conf.{key}=pyspark.daemon"])
+    assert session_conf(mine)[key] == "pyspark.daemon"
+
+
+def test_read_tasks_default_to_twice_the_cores_and_refuse_negatives(conf_file: Path) -> None:
+    assert load_config(conf_file).source.max_read_tasks == 0
+    assert load_config(conf_file, ["source.max-read-tasks=8"]).source.max_read_tasks == 8
+    with pytest.raises(ConfigError, match=r"source\.max-read-tasks"):
+        load_config(conf_file, ["source.max-read-tasks=-1"])
+
+
 def test_trigger_interval_is_a_duration(conf_file: Path) -> None:
     config = load_config(conf_file, ["starrocks.sink.buffer-flush.interval-ms=2s"])
     assert config.pipeline.trigger_interval_ms == 2000

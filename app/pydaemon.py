@@ -1,0 +1,44 @@
+"""Spark's Python daemon (``pyspark.daemon``), without a full garbage collection per task.
+
+A reused Python worker runs ``gc.collect()`` after every task. A full collection walks every
+object the collector tracks, and a worker that has imported pandas, pyarrow and the project
+tracks ~85,000: 20-90 ms of CPU after each task, and a micro-batch runs several Python tasks
+(docs/benchmarks.md). Here a worker freezes (``gc.freeze``) what survives a collection
+whenever it has imported new modules since the last one: the collections after it walk only
+what later tasks create. Module-level objects live as long as the worker anyway; the frozen
+set grows only with imports, so what it could keep from the collector is bounded.
+
+Selected with ``spark.python.daemon.module=app.pydaemon`` (``app.session``), only where the
+workers can import the project.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from typing import Any
+
+from pyspark import daemon
+
+
+class FreezingCollector:
+    """Stands in for the ``gc`` module inside ``pyspark.daemon`` (its only use is collect)."""
+
+    def __init__(self) -> None:
+        self._modules_at_freeze = 0
+
+    def collect(self, generation: int = 2) -> int:
+        """Collect, then freeze the survivors if modules were imported since the last freeze."""
+        found = gc.collect(generation)
+        if len(sys.modules) > self._modules_at_freeze:
+            self._modules_at_freeze = len(sys.modules)
+            gc.freeze()
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+
+if __name__ == "__main__":
+    daemon.gc = FreezingCollector()  # type: ignore[attr-defined,assignment]
+    daemon.manager()

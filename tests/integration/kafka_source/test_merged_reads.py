@@ -1,0 +1,72 @@
+"""Reads merged into fewer tasks than topic partitions (``source.max-read-tasks``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.source import READ_TASKS_PER_CORE, read_kafka_stream
+from devstack.kafka import KafkaBroker, produce
+
+pytestmark = pytest.mark.integration
+
+
+def _options(bootstrap: str, topic: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"}
+
+
+def _counts(spark: Any, events: Any, checkpoint: Path) -> dict[int, int]:
+    """A stateful count per partition over everything available; returns the running totals."""
+    seen: dict[int, int] = {}
+
+    def on_batch(df: Any, _batch_id: int) -> None:
+        seen.update({int(r["partition"]): int(r["count"]) for r in df.collect()})
+
+    query = (
+        events.groupBy("partition")
+        .count()
+        .writeStream.outputMode("update")
+        .foreachBatch(on_batch)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180), "the query did not finish"
+    assert query.exception() is None
+    return seen
+
+
+def test_reads_are_merged_without_a_shuffle(
+    spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str]
+) -> None:
+    topic = unique_topic(8)
+    plan = read_kafka_stream(spark, _options(kafka_broker.bootstrap, topic), 3)
+    assert "Repartition 3, false" in plan._jdf.queryExecution().logical().toString()
+    default = read_kafka_stream(spark, _options(kafka_broker.bootstrap, topic))
+    tasks = READ_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    assert f"Repartition {tasks}, false" in default._jdf.queryExecution().logical().toString()
+
+
+def test_a_checkpoint_written_with_one_task_per_partition_resumes_merged(
+    spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
+) -> None:
+    topic = unique_topic(6)
+    options = _options(kafka_broker.bootstrap, topic)
+
+    def fill() -> None:
+        for partition in range(6):
+            produce(kafka_broker.bootstrap, topic, [b"x"] * 10, partition=partition)
+
+    fill()
+    # Before source.max-read-tasks: the connector's DataFrame as it comes.
+    raw = spark.readStream.format("kafka")
+    for key, value in options.items():
+        raw = raw.option(key, value)
+    assert _counts(spark, raw.load(), tmp_path / "cp") == dict.fromkeys(range(6), 10)
+    fill()
+    # Same checkpoint, reads merged into one task: state and offsets carry on.
+    merged = read_kafka_stream(spark, options, 1)
+    assert _counts(spark, merged, tmp_path / "cp") == dict.fromkeys(range(6), 20)

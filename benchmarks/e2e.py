@@ -164,7 +164,7 @@ def find_role(root: int, role: str) -> int | None:
 
 
 def daemon_pid(root: int) -> int | None:
-    """The executors' ``pyspark.daemon pyspark.worker`` (it forks the Python workers)."""
+    """The executors' Python daemon (``app.pydaemon`` or ``pyspark.daemon``)."""
     pids = sorted(p for p in descendants(root) if classify(p) == "python-worker")
     return pids[0] if pids else None
 

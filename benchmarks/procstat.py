@@ -7,33 +7,15 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devstack.pipeline_process import descendant_pids
+
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    return children
-
-
 def descendants(root: int) -> list[int]:
     """``root`` and every process below it."""
-    children = _children_map()
-    out, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, []))
-    return out
+    return [root, *descendant_pids(root)]
 
 
 def cpu_seconds(pid: int) -> float:

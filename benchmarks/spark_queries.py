@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from app.source import CONSUMER_DEFAULTS
+from app.source import CONSUMER_DEFAULTS, FORMAT, read_kafka_stream
 from benchmarks.procstat import tree_cpu_seconds
 from benchmarks.workload import DATABASE, TABLE
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The source measured: Spark's Kafka connector (``source.format`` of ``conf/local.yaml``).
-SOURCE = "kafka"
+SOURCE = FORMAT
 #: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
 CHECKPOINT_ROOT: str | None = None
 
@@ -276,8 +276,6 @@ def kafka_stream(spark: SparkSession, bootstrap: str, topic: str, max_offsets: i
     ``kafka`` format with the connector's own option names, reads merged as the app merges
     them), so the ceilings read as the pipeline reads.
     """
-    from app.source import read_kafka_stream
-
     return read_kafka_stream(spark, source_options(bootstrap, topic, max_offsets))
 
 

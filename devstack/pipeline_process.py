@@ -147,6 +147,18 @@ def python_driver_pid(root: int) -> int | None:
 
 def descendants(root: int) -> list[tuple[int, bytes]]:
     """``(pid, /proc/PID/cmdline)`` of every live descendant of ``root``, parents first."""
+    found = []
+    for pid in descendant_pids(root):
+        try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            cmdline = b""
+        found.append((pid, cmdline))
+    return found
+
+
+def descendant_pids(root: int) -> list[int]:
+    """Every live process below ``root`` (from /proc), parents first."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -158,17 +170,13 @@ def descendants(root: int) -> list[tuple[int, bytes]]:
         # Field 4 of /proc/PID/stat is the parent PID; the command name may hold spaces.
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
-    found = []
+    out: list[int] = []
     stack = list(children.get(root, []))
     while stack:
         pid = stack.pop()
-        try:
-            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes()
-        except OSError:
-            cmdline = b""
-        found.append((pid, cmdline))
+        out.append(pid)
         stack.extend(children.get(pid, []))
-    return found
+    return out
 
 
 def is_python_driver(cmdline: bytes) -> bool:

@@ -27,15 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from app.assembly import assemble_debezium, assemble_transactions
+from app.batch_count import BatchCounter, batch_stats
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from assembler.output import KIND_REJECT, KIND_ROW
-from sinks.base import (
-    TARGET_STATS_KEYS,
-    TargetStats,
-    merge_target_stats,
-    target_stats_aggregates,
-)
+from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
 from sinks.starrocks.fit import fit_bytes
 
@@ -54,7 +50,11 @@ class BatchSink(Protocol):
     """What the pipeline needs of a sink (see ``sinks.base.Sink``)."""
 
     def write_batch(
-        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        stats: Sequence[TargetStats] | None = None,
+        tally: Tally | None = None,
     ) -> Any:
         """Make the batch visible exactly once; idempotent per (query id, batch id)."""
 
@@ -111,8 +111,12 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
 class BatchWriter:
     """The ``foreachBatch`` function: dead letters, then the sink, then stats.
 
-    Runs on the driver. The batch DataFrame is persisted for the duration of the call so
-    that the stateful assembler runs once per batch, however many actions the sink takes.
+    Runs on the driver. Where the sink counts in its load (``Sink.counts_in_load``) and the
+    dead letters go to it, one Spark job per batch computes the assembler's output, loads it
+    and counts it (:class:`app.batch_count.BatchCounter`). Otherwise, with dead letters in
+    files or ``pipeline.idle-batches`` (an empty batch must then open no sink transaction),
+    the batch is persisted, counted by a job of its own, then written, so that the stateful
+    assembler runs once per batch however many actions follow.
     """
 
     def __init__(self, sink: BatchSink, config: AppConfig, reporter: ProgressReporter) -> None:
@@ -123,30 +127,24 @@ class BatchWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
         started = time.monotonic()
-        df = batch_df.persist()
-        try:
-            to_file = self._config.dead_letter.destination == "file"
-            stats, targets = _count(
-                df,
-                batch_id,
-                dead_letters_to_sink=not to_file,
-                source_times=self._config.pipeline.metrics_port > 0,
-            )
-            if to_file:
-                _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
-                df_out = df.filter(F.col("kind") == F.lit(KIND_ROW))
-            else:
-                df_out = df
-            sink_started = time.monotonic()
-            result = self._sink.write_batch(df_out, batch_id, targets)
-            stats.sink_ms = (time.monotonic() - sink_started) * 1000
-            stats.label = getattr(result, "label", None)
-            stats.skipped = bool(getattr(result, "skipped", False))
-            stats.outcome = str(getattr(result, "outcome", "committed"))
-            stats.attempt = int(getattr(result, "attempt", 0))
-            _count_filtered(stats, result)
-        finally:
-            df.unpersist()
+        config = self._config
+        to_file = config.dead_letter.destination == "file"
+        counter = BatchCounter(
+            dead_letters_to_sink=not to_file, source_times=config.pipeline.metrics_port > 0
+        )
+        if getattr(self._sink, "counts_in_load", False) and not (
+            to_file or config.pipeline.idle_batches
+        ):
+            result = self._sink.write_batch(batch_df, batch_id, tally=counter)
+            stats, _ = batch_stats(result.tally_rows, batch_id, dead_letters_to_sink=True)
+            stats.sink_ms = (time.monotonic() - started) * 1000  # the call is the batch
+        else:
+            stats, result = self._count_then_write(batch_df, batch_id, counter)
+        stats.label = getattr(result, "label", None)
+        stats.skipped = bool(getattr(result, "skipped", False))
+        stats.outcome = str(getattr(result, "outcome", "committed"))
+        stats.attempt = int(getattr(result, "attempt", 0))
+        _count_filtered(stats, result)
         # An empty batch (pipeline.idle-batches) says nothing at INFO: one a second, all day.
         empty = stats.rows == 0 and stats.rejected_records == 0 and stats.label is None
         log.log(
@@ -164,60 +162,26 @@ class BatchWriter:
         )
         self._reporter.record(stats)
 
-
-def _count(
-    df: DataFrame, batch_id: int, *, dead_letters_to_sink: bool, source_times: bool = False
-) -> tuple[BatchStats, list[TargetStats]]:
-    """The batch's one aggregate job: progress-line counts and the sink's target stats.
-
-    Grouped by source partition, kind and target table: a few rows per source partition to
-    the driver. The sink gets the groups it will load (REJECT rows only when dead letters
-    go to the sink), so it need not aggregate the batch again. ``source_times`` also brings
-    every committed transaction's ``source_ts_ms`` (BEGIN -> visible in the metrics): one
-    value per transaction, so only when metrics are on.
-    """
-    is_row = F.col("kind") == KIND_ROW
-    # Rejects that the sink never sees keep their events' tables: group them without.
-    keys = [
-        F.when(is_row, F.col(k)).alias(k)
-        if k in ("database", "table") and not dead_letters_to_sink
-        else F.col(k)
-        for k in TARGET_STATS_KEYS
-    ]
-    # One group per rejected transaction (first_offset), so that rejected transactions are
-    # counted without a distinct aggregate (which would add a shuffle to every batch).
-    rejected_txn = F.when(~is_row, F.col("first_offset")).alias("rejected_txn")
-    # The violation is the reason's first word ("txn-timeout: ...").
-    reason = F.when(~is_row, F.regexp_extract("reason", r"^([A-Za-z-]+)", 1)).alias("violation")
-    txn_end = is_row & F.col("is_txn_end")
-    aggregates = [*target_stats_aggregates(), F.sum(F.when(txn_end, 1).otherwise(0)).alias("txns")]
-    if source_times:
-        aggregates.append(F.collect_list(F.when(txn_end, F.col("source_ts_ms"))).alias("source_ts"))
-    groups = df.groupBy(*keys, "kind", rejected_txn, reason).agg(*aggregates).collect()
-    stats = BatchStats(batch_id=batch_id)
-    targets = []
-    rejected: set[tuple[str, int, int]] = set()
-    for g in groups:
-        target = TargetStats.from_row(g)
-        if g["kind"] == KIND_ROW:
-            stats.rows += target.rows
-            stats.transactions += int(g["txns"] or 0)
-            if source_times:
-                stats.source_ts_ms.extend(int(ts) for ts in g["source_ts"] or () if ts is not None)
-        else:
-            stats.rejected_records += target.rows
-            rejected.add((target.topic, target.partition, int(g["rejected_txn"])))
-            violation = g["violation"] or "unknown"
-            stats.rejects_by_reason[violation] = (
-                stats.rejects_by_reason.get(violation, 0) + target.rows
+    def _count_then_write(
+        self, batch_df: DataFrame, batch_id: int, counter: BatchCounter
+    ) -> tuple[BatchStats, Any]:
+        """Two jobs: the persisted batch is counted (and its dead letters filed), then written."""
+        df = batch_df.persist()
+        try:
+            stats, targets = batch_stats(
+                count_batch(df, counter),
+                batch_id,
+                dead_letters_to_sink=counter.dead_letters_to_sink,
             )
-        if target.last_offset >= 0:
-            key = (target.topic, target.partition)
-            stats.emitted[key] = max(target.last_offset, stats.emitted.get(key, -1))
-        if g["kind"] == KIND_ROW or dead_letters_to_sink:
-            targets.append(target)
-    stats.rejected_transactions = len(rejected)
-    return stats, merge_target_stats(targets)
+            if not counter.dead_letters_to_sink:
+                _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
+                df = df.filter(F.col("kind") == F.lit(KIND_ROW))
+            sink_started = time.monotonic()
+            result = self._sink.write_batch(df, batch_id, targets)
+            stats.sink_ms = (time.monotonic() - sink_started) * 1000
+        finally:
+            batch_df.unpersist()
+        return stats, result
 
 
 def _count_filtered(stats: BatchStats, result: object) -> None:

@@ -72,9 +72,9 @@ _KV = re.compile(r"(\w+)=(\S+)")
 def batch_breakdown(log_path: Path) -> dict[str, float]:
     """Where the batch time went, from the app's INFO lines (sums over all batches, ms).
 
-    ``foreach_ms``: the foreachBatch call (``batch done total_ms``): the persisted assembler
-    output is computed by the first action in it (the batch aggregate), then the sink runs.
-    ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, begin, load job, commit).
+    ``foreach_ms``: the foreachBatch call (``batch done total_ms``).
+    ``sink_ms``: ``StarRocksSink.write_batch`` (recovery probe, begin, the one job that reads,
+    assembles, loads and counts the batch, commit).
     ``commit_ms``: the commit call alone.
     ``trigger_ms`` / ``add_batch_ms``: Spark's ``durationMs`` of the batch (``batch timing``):
     the whole trigger, and ``addBatch`` (the stateful job and the foreachBatch call).

@@ -16,12 +16,15 @@ it. Whether a batch is atomic across target tables is sink-specific and document
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Row
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame
 
 #: Grouping keys of :class:`TargetStats` (columns of the sink input).
 TARGET_STATS_KEYS = ("topic", "partition", "database", "table")
@@ -46,8 +49,11 @@ class TargetStats:
     sample_txn_id: str
 
     @classmethod
-    def from_row(cls, row: Row) -> TargetStats:
-        """From a row of ``groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates())``."""
+    def from_row(cls, row: Mapping[str, Any]) -> TargetStats:
+        """From a row of ``groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates())``.
+
+        Or from a :class:`Tally`'s row, which carries the same keys and ``_ts_`` columns.
+        """
         last = row["_ts_last_offset"]
         return cls(
             topic=str(row["topic"]),
@@ -98,8 +104,55 @@ def merge_target_stats(parts: Iterable[TargetStats]) -> list[TargetStats]:
 
 def collect_target_stats(df: DataFrame) -> list[TargetStats]:
     """One small aggregate job: the batch's :class:`TargetStats`."""
-    rows: Iterable[Row] = df.groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates()).collect()
-    return [TargetStats.from_row(r) for r in rows]
+    rows = df.groupBy(*TARGET_STATS_KEYS).agg(*target_stats_aggregates()).collect()
+    return [TargetStats.from_row(r.asDict()) for r in rows]
+
+
+class Tally(Protocol):
+    """Counts a batch in Python on the executors (picklable), one Arrow batch at a time.
+
+    A sink that loads the batch in one Spark job (``Sink.counts_in_load``) runs it inside its
+    own load tasks, so the batch's counts cost no job of their own: the tasks' stateful
+    upstream is computed once, with nothing cached. Each call returns partial counts; rows
+    with the same key from different calls or tasks are summed by whoever reads them.
+    Every row carries :data:`TARGET_STATS_KEYS` and the ``_ts_`` columns of
+    :func:`target_stats_aggregates` (``_ts_last_offset`` ``None`` when no row had one),
+    plus whatever else its caller counts.
+    """
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Columns of the batch it reads (the sink keeps them in its load job's input)."""
+
+    def __call__(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
+        """Partial counts of ``batch`` (JSON-serialisable values)."""
+
+
+#: Spark DDL schema of :func:`count_batch`'s job: one JSON array of tally rows per batch.
+TALLY_SCHEMA = "tally string"
+
+
+def encode_tally(rows: list[dict[str, Any]]) -> str:
+    """Tally rows as the JSON text a task sends to the driver."""
+    return orjson.dumps(rows).decode("utf-8")
+
+
+def decode_tally(texts: Iterable[str | None]) -> list[dict[str, Any]]:
+    """The rows of :func:`encode_tally` texts, concatenated (``None`` is skipped)."""
+    return [row for text in texts if text for row in orjson.loads(text)]
+
+
+def count_batch(df: DataFrame, tally: Tally) -> list[dict[str, Any]]:
+    """``tally`` over ``df`` as a Spark job of its own (when no load job can carry it)."""
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        rows = [row for batch in batches for row in tally(batch)]
+        yield pa.RecordBatch.from_pylist([{"tally": encode_tally(rows)}])
+
+    counted = df.select(*tally.columns).mapInArrow(count, TALLY_SCHEMA).collect()
+    return decode_tally(r["tally"] for r in counted)
 
 
 class Sink(abc.ABC):
@@ -117,16 +170,27 @@ class Sink(abc.ABC):
                 idempotent bookkeeping DDL (``CREATE TABLE IF NOT EXISTS``).
         """
 
+    @property
+    def counts_in_load(self) -> bool:
+        """True when ``write_batch`` can count the batch with a :class:`Tally` in its load."""
+        return False
+
     @abc.abstractmethod
     def write_batch(
-        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        stats: Sequence[TargetStats] | None = None,
+        tally: Tally | None = None,
     ) -> Any:
         """Write one micro-batch (driver, from ``foreachBatch``); idempotent per batch id.
 
         Calling it again with the same ``batch_id`` (after a crash or an exception) and the
         same data is safe: an already-applied batch is detected and skipped. ``stats``, when
         given, must be the :class:`TargetStats` of exactly ``batch_df``; the sink then does
-        not aggregate the batch itself.
+        not aggregate the batch itself. ``tally`` (only where :attr:`counts_in_load`) is
+        run in the sink's load tasks instead, and its rows come back as the result's
+        ``tally_rows``: the batch is then loaded and counted by one Spark job.
 
         Returns:
             Sink-specific per-batch statistics for progress display.

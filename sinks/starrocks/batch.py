@@ -6,14 +6,14 @@ Plain data, no Spark and no HTTP; also the typed load reports' way back to an ex
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sinks.starrocks import errors as sr_errors
 from sinks.starrocks.errors import StarRocksError, StarRocksTerminalError
 from sinks.starrocks.labels import make_label
-from sinks.starrocks.loader import progress_body
+from sinks.starrocks.loader import ANY_TABLE, progress_body
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
 
 
@@ -37,6 +37,10 @@ class BatchPlan:
         tables: Data tables with rows in this batch, sorted.
         progress_table: The sink's progress table (loaded in the same transaction).
         progress_rows: One row per source partition, without ``label`` (added per attempt).
+        counted: Set when the load job also counts the batch (multi-table mode): the tables
+            are then unknown before the load, the job loads every table under the one
+            label, and this, called once it ran, checks the batch's targets (raising
+            ``SinkTerminalError``) and returns its progress rows (none: an empty batch).
     """
 
     prefix: str
@@ -45,10 +49,15 @@ class BatchPlan:
     tables: tuple[str, ...]
     progress_table: str
     progress_rows: tuple[Mapping[str, Any], ...] = ()
+    counted: Callable[[], Sequence[Mapping[str, Any]]] | None = None
 
     def label(self, attempt: int, table: str | None = None) -> str:
         """The label rule (:func:`sinks.starrocks.labels.make_label`)."""
         return make_label(self.prefix, self.query_id, self.batch_id, attempt, table)
+
+    def load_labels(self, label: str) -> dict[str, str]:
+        """``table -> label`` for the load job (:data:`ANY_TABLE` when tables are unknown)."""
+        return dict.fromkeys(self.tables or (ANY_TABLE,), label)
 
     def progress(self, label: str) -> bytes:
         """Progress rows of this attempt as a load body."""

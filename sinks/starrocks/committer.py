@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from dataclasses import replace
 
 from common.errors import Transient
 from sinks.exceptions import SinkTerminalError, SinkTransientError
@@ -102,13 +103,15 @@ class MultiTableCommitter:
            attempt, roll it back, next attempt. ABORTING/COMMITING: wait until it settles.
         3. A label that was free: if a later attempt is committed (this one expired on the
            server), roll ours back and return already applied.
-        4. Load every data table (executors), then the progress rows (driver).
+        4. Load every data table (executors), then the progress rows (driver). A load job
+           that also counts the batch (``plan.counted``) is followed by the check of its
+           targets, then its failures; no progress rows: an empty batch, rolled back.
         5. ``commit``, confirmed by ``get_load_state`` COMMITTED/VISIBLE. ABORTED, or the
            task cancelled: next attempt. Unclear past ``check_timeout_s``: raise transient.
         6. Failure before commit: roll back; transient: next attempt (at most
            ``batch_max_attempts`` failures per run); terminal: raise.
         """
-        if not plan.tables and not plan.progress_rows:
+        if not plan.tables and not plan.progress_rows and plan.counted is None:
             return CommitResult(Outcome.EMPTY)
         attempt = 0
         failures = 0
@@ -135,8 +138,17 @@ class MultiTableCommitter:
                 return self._applied(plan, plan.label(later), later)
             # 4.
             try:
-                reports = self._steps.run_loads(dict.fromkeys(plan.tables, label), True)
-                self._api.load(label, plan.progress_table, plan.progress(label), multi=True)
+                labels = plan.load_labels(label)
+                if plan.counted is None:
+                    reports = self._steps.run_loads(labels, True)
+                else:
+                    reports = tuple(self._steps.load_job(labels, True))
+                    # Targets before failures: a row for a table outside table-name fails
+                    # as that, not as whatever StarRocks answered its load.
+                    plan = replace(plan, progress_rows=tuple(plan.counted()))
+                    raise_load_failures(reports, labels)
+                if plan.progress_rows:
+                    self._api.load(label, plan.progress_table, plan.progress(label), multi=True)
             except Exception as e:
                 # 6.
                 last_error = e
@@ -152,6 +164,8 @@ class MultiTableCommitter:
                     break
                 attempt += 1
                 continue
+            if not plan.progress_rows:
+                return self._empty(plan, label, attempt)
             # 5.
             started = self._policy.clock()
             verdict = self._commit(label)
@@ -171,6 +185,12 @@ class MultiTableCommitter:
             "restart the query (the batch is replayed from the checkpoint)"
         )
         raise SinkTerminalError(msg, batch_id=plan.batch_id) from last_error
+
+    def _empty(self, plan: BatchPlan, label: str, attempt: int) -> CommitResult:
+        """A counted load found no rows: its begun label is rolled back, nothing committed."""
+        if self._steps.rollback(label, None) is Verdict.COMMITTED:
+            return self._applied(plan, label, attempt)
+        return CommitResult(Outcome.EMPTY, (), attempt)
 
     def _applied(self, plan: BatchPlan, label: str, attempt: int) -> CommitResult:
         logger.info("starrocks batch already applied batch_id=%s label=%s", plan.batch_id, label)

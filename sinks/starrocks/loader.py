@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from common.errors import Transient
+from sinks.base import Tally, encode_tally
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.errors import InvalidRequestError, StarRocksError
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
@@ -35,8 +36,11 @@ logger = logging.getLogger(__name__)
 #: Spark DDL schema of the per-table report rows a loader task returns.
 REPORT_SCHEMA = (
     "table string, rows bigint, bytes bigint, requests int, error_kind string, error string, "
-    "error_class string, error_url string"
+    "error_class string, error_url string, tally string"
 )
+#: ``LoadPlan.labels`` key that stands for every table: a batch counted by its own load job
+#: (multi-table mode, where every table shares the label) has tables known only afterwards.
+ANY_TABLE = "*"
 #: Columns the loader reads, in this order.
 LOADER_COLUMNS = ("table", "op", "row", "topic", "partition", "txn_id")
 
@@ -48,9 +52,11 @@ class LoadPlan:
     """Everything an executor needs for one batch (picklable: no sessions, no Spark)."""
 
     config: StarRocksSinkConfig
-    labels: Mapping[str, str]  # table -> label (multi-table mode: the same label everywhere)
+    # table -> label (multi-table mode: the same label everywhere, maybe under ANY_TABLE)
+    labels: Mapping[str, str]
     multi: bool
     batch_id: int
+    tally: Tally | None = None  # counts the rows as they pass (sinks.base.Tally)
 
 
 @dataclass
@@ -65,6 +71,7 @@ class TableReport:
     error: str = ""
     error_class: str = ""  # StarRocksError subclass name, rebuilt on the driver
     error_url: str = ""  # the server's ErrorURL / tracking_url, if any
+    tally: str | None = None  # the task's tally rows (encode_tally), on a row of its own
 
     def as_dict(self) -> dict[str, Any]:
         """Row for :data:`REPORT_SCHEMA`."""
@@ -77,6 +84,7 @@ class TableReport:
             "error": self.error,
             "error_class": self.error_class,
             "error_url": self.error_url,
+            "tally": self.tally,
         }
 
     def typed(self) -> LoadReport:
@@ -181,8 +189,13 @@ class PartitionLoader:
                 f"{self.plan.batch_id}; the batch is retried under a new label",
             )
             reports = [report]
-        else:
+        elif self.plan.tally is None:
             reports = self.load(_rows(batches))
+        else:
+            counted: list[dict[str, Any]] = []
+            reports = self.load(_rows(_counting(batches, self.plan.tally, counted)))
+            # Rows a failed load never reached are missing: the driver then fails the batch.
+            reports.append(TableReport(table="", tally=encode_tally(counted)))
         yield pa.RecordBatch.from_pylist(
             [r.as_dict() for r in reports], schema=_report_arrow_schema()
         )
@@ -238,7 +251,7 @@ class PartitionLoader:
         plan = self.plan
         body = chunk.body()
         client.load(
-            plan.labels[table],
+            plan.labels.get(table) or plan.labels[ANY_TABLE],
             table,
             body,
             multi=plan.multi,
@@ -246,6 +259,14 @@ class PartitionLoader:
         )
         report.bytes += len(body)
         report.requests += 1
+
+
+def _counting(
+    batches: Iterator[pa.RecordBatch], tally: Tally, counted: list[dict[str, Any]]
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        counted.extend(tally(batch))
+        yield batch
 
 
 def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
@@ -267,6 +288,7 @@ def _report_arrow_schema() -> pa.Schema:
             ("error", pa.string()),
             ("error_class", pa.string()),
             ("error_url", pa.string()),
+            ("tally", pa.string()),
         ]
     )
 

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sinks.base import Sink, TargetStats, collect_target_stats
+from sinks.base import (
+    Sink,
+    Tally,
+    TargetStats,
+    collect_target_stats,
+    decode_tally,
+    merge_target_stats,
+)
 from sinks.exceptions import SinkTerminalError
 from sinks.starrocks.client import StarRocksClient
 from sinks.starrocks.committer import (
@@ -44,6 +51,7 @@ from sinks.starrocks.isolate import (
 )
 from sinks.starrocks.labels import make_label
 from sinks.starrocks.loader import (
+    ANY_TABLE,
     LOADER_COLUMNS,
     REPORT_SCHEMA,
     LoadPlan,
@@ -93,6 +101,8 @@ class BatchResult:
     # sink.filtered-rows=dead-letter: source transactions (and their rows) dead-lettered here.
     filtered_txns: int = 0
     filtered_rows: int = 0
+    # The caller's tally rows (write_batch's ``tally``), counted by the load job.
+    tally_rows: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def label(self) -> str | None:
@@ -152,6 +162,11 @@ class StarRocksSink(Sink):
         self._known_tables: set[str] | None = None
         self._primary_checked: set[str] = set()  # table-name: *, checked on first sight
         self.last_result: BatchResult | None = None
+
+    @property
+    def counts_in_load(self) -> bool:
+        """Multi-table mode loads a batch in one job, which can count it too."""
+        return self.config.multi_table
 
     @classmethod
     def from_options(
@@ -226,7 +241,11 @@ class StarRocksSink(Sink):
         )
 
     def write_batch(
-        self, batch_df: DataFrame, batch_id: int, stats: Sequence[TargetStats] | None = None
+        self,
+        batch_df: DataFrame,
+        batch_id: int,
+        stats: Sequence[TargetStats] | None = None,
+        tally: Tally | None = None,
     ) -> BatchResult:
         """Write one micro-batch exactly once (driver, from ``foreachBatch``).
 
@@ -234,28 +253,38 @@ class StarRocksSink(Sink):
         keeps the previous cut, which is still correct). See the module docstring for the
         two modes and :mod:`sinks.starrocks.committer` for the steps.
         ``stats`` (see :class:`sinks.base.TargetStats`) saves the sink's own aggregate job.
+        ``tally`` (multi-table mode) makes the load job count the batch: then one Spark job
+        per batch, nothing cached, and the transaction is begun before the batch is known
+        to have rows (an empty one is rolled back).
         """
         started = time.monotonic()
         query_id = self._query_id_provider()
         make_label(self.config.label_prefix, query_id, batch_id, 0)  # fail fast on a bad id
+        if tally is not None and not self.counts_in_load:
+            msg = "a tally is counted by the load job only in multi-table mode"
+            raise ValueError(msg)
         from pyspark import StorageLevel
 
-        # Read twice (stats, then load): cache unless the caller already did, so the
-        # upstream (stateful) plan is not recomputed.
-        level = batch_df.storageLevel
         # A filtered transaction's dead letters are keyed and timed like the assembler's.
-        extra = [c for c in ("first_offset", "source_ts_ms") if c in batch_df.columns]
-        df = batch_df.select(*INPUT_COLUMNS, *extra)
-        cached_here = stats is None and not (level.useMemory or level.useDisk)
+        extra = ("first_offset", "source_ts_ms", *(tally.columns if tally else ()))
+        present = [c for c in dict.fromkeys(extra) if c in batch_df.columns]
+        df = batch_df.select(*INPUT_COLUMNS, *[c for c in present if c not in INPUT_COLUMNS])
+        # Read twice (stats, then load): cache unless the caller already did, so the
+        # upstream (stateful) plan is not recomputed. A counted batch is read once.
+        level = batch_df.storageLevel
+        cached_here = stats is None and tally is None and not (level.useMemory or level.useDisk)
         if cached_here:
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            targets = list(stats) if stats is not None else collect_target_stats(df)
-            if not targets:
-                result = BatchResult(batch_id=batch_id, outcome=Outcome.EMPTY)
+            if tally is not None:
+                result = self._commit(df, batch_id, query_id, None, tally)
             else:
-                self._validate_targets(targets)
-                result = self._commit(df, batch_id, query_id, targets)
+                targets = list(stats) if stats is not None else collect_target_stats(df)
+                if not targets:
+                    result = BatchResult(batch_id=batch_id, outcome=Outcome.EMPTY)
+                else:
+                    self._validate_targets(targets)
+                    result = self._commit(df, batch_id, query_id, targets)
         finally:
             if cached_here:
                 df.unpersist()
@@ -287,37 +316,72 @@ class StarRocksSink(Sink):
     # -- the protocol ------------------------------------------------------------------------
 
     def _commit(
-        self, df: DataFrame, batch_id: int, query_id: str, targets: list[TargetStats]
+        self,
+        df: DataFrame,
+        batch_id: int,
+        query_id: str,
+        targets: list[TargetStats] | None,
+        tally: Tally | None = None,
     ) -> BatchResult:
-        """Hand the batch to the committer of the configured mode (its ``run()`` has the steps)."""
+        """Hand the batch to the committer of the configured mode (its ``run()`` has the steps).
+
+        ``targets`` is ``None`` when the load job counts the batch with ``tally``: the plan
+        then learns its targets and progress rows from the job (``BatchPlan.counted``).
+        """
         cfg = self.config
-        plan = BatchPlan(
-            prefix=cfg.label_prefix,
-            query_id=query_id,
-            batch_id=batch_id,
-            tables=tuple(sorted({s.table for s in targets if s.table})),
-            progress_table=cfg.progress_table,
-            progress_rows=tuple(self._progress_rows(targets, batch_id)),
-        )
         http: TxnApi = HttpTxnApi(self._get_client(), txn_timeout_s=cfg.txn_timeout_s)
-        api, job = self._seams(batch_id, http, SparkLoadJob(df, cfg, batch_id))
         committer = MultiTableCommitter if cfg.multi_table else PerTableCommitter
+        load = SparkLoadJob(df, cfg, batch_id, tally)
+        plan = self._plan(batch_id, query_id, targets, load)
+        api, job = self._seams(batch_id, http, load)
         try:
             done = committer(api, job, self._policy).run(plan)
         except FilteredRowsError as e:
             if cfg.filtered_rows != "dead-letter":
                 raise
-            bad = self._find_filtered(df, batch_id, query_id, api, e)
-            df = with_dead_letters(df, bad, cfg)
-            plan = replace(plan, tables=tuple(sorted({*plan.tables, cfg.dead_letter_table})))
-            api, job = self._seams(batch_id, http, SparkLoadJob(df, cfg, batch_id))
-            done = committer(api, job, self._policy).run(plan)
+            # Probing reads the batch again and again: from a cache, not from the source.
+            df = df.persist()
+            try:
+                bad = self._find_filtered(df, batch_id, query_id, api, e)
+                load = SparkLoadJob(with_dead_letters(df, bad, cfg), cfg, batch_id, tally)
+                plan = self._plan(batch_id, query_id, targets, load)
+                if targets is not None:
+                    tables = tuple(sorted({*plan.tables, cfg.dead_letter_table}))
+                    plan = replace(plan, tables=tables)
+                api, job = self._seams(batch_id, http, load)
+                done = committer(api, job, self._policy).run(plan)
+            finally:
+                df.unpersist()
             return replace(
-                _result(batch_id, done, targets),
+                _result(batch_id, done, targets, load),
                 filtered_txns=len(bad),
                 filtered_rows=sum(t.rows for t, _ in bad),
             )
-        return _result(batch_id, done, targets)
+        return _result(batch_id, done, targets, load)
+
+    def _plan(
+        self, batch_id: int, query_id: str, targets: list[TargetStats] | None, load: SparkLoadJob
+    ) -> BatchPlan:
+        cfg = self.config
+        plan = BatchPlan(
+            prefix=cfg.label_prefix,
+            query_id=query_id,
+            batch_id=batch_id,
+            tables=tuple(sorted({s.table for s in targets or () if s.table})),
+            progress_table=cfg.progress_table,
+            progress_rows=tuple(self._progress_rows(targets or [], batch_id)),
+        )
+        if targets is not None:
+            return plan
+
+        def counted() -> list[dict[str, Any]]:
+            # Checked after the load and before the commit: a bad target's rows are in a
+            # transaction that is rolled back, never visible.
+            if load.targets:
+                self._validate_targets(load.targets)
+            return self._progress_rows(load.targets, batch_id)
+
+        return replace(plan, counted=counted)
 
     def _seams(self, batch_id: int, api: TxnApi, job: LoadJob) -> tuple[TxnApi, LoadJob]:
         return self.instrument(batch_id, api, job) if self.instrument is not None else (api, job)
@@ -498,33 +562,56 @@ class SparkLoadJob:
 
     Called by the committer on the driver with ``table -> label``; runs one Spark job whose
     tasks (:class:`sinks.starrocks.loader.PartitionLoader`) stream rows into the open labels
-    and return typed reports (error class and error URL kept).
+    and return typed reports (error class and error URL kept). With a ``tally`` the tasks
+    also count the rows; its rows and the batch's targets are here after each run.
     """
 
-    def __init__(self, df: DataFrame, config: StarRocksSinkConfig, batch_id: int) -> None:
+    def __init__(
+        self,
+        df: DataFrame,
+        config: StarRocksSinkConfig,
+        batch_id: int,
+        tally: Tally | None = None,
+    ) -> None:
         self._df = df
         self._config = config
         self._batch_id = batch_id
+        self._tally = tally
+        self.tally_rows: tuple[dict[str, Any], ...] = ()
+        self.targets: list[TargetStats] = []
 
     def __call__(self, labels: Mapping[str, str], multi: bool) -> list[LoadReport]:
         """Run the load job (driver; the work happens on executors)."""
-        tables = sorted(labels)
         df = self._df
-        loading = (
-            df.where(df["table"].isin(tables))
-            .repartition(max(1, len(tables)), "table")
-            .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
-            .select(*LOADER_COLUMNS)
-            .mapInArrow(
-                PartitionLoader(LoadPlan(self._config, dict(labels), multi, self._batch_id)),
-                REPORT_SCHEMA,
+        if ANY_TABLE in labels:
+            # Tables known only afterwards: one task per table that may come, collisions
+            # load one after the other.
+            cfg = self._config
+            tasks = (
+                len(cfg.tables) + 1
+                if cfg.tables
+                else df.sparkSession.sparkContext.defaultParallelism
             )
+        else:
+            df = df.where(df["table"].isin(sorted(labels)))
+            tasks = max(1, len(labels))
+        columns = (*LOADER_COLUMNS, *self._tally.columns) if self._tally else LOADER_COLUMNS
+        plan = LoadPlan(self._config, dict(labels), multi, self._batch_id, self._tally)
+        loading = (
+            df.repartition(tasks, "table")
+            .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
+            .select(*dict.fromkeys(columns))
+            .mapInArrow(PartitionLoader(plan), REPORT_SCHEMA)
         )
         sc = df.sparkSession.sparkContext
         tracker = sc.statusTracker()
         group = sc.getLocalProperty("spark.jobGroup.id")
         before = set(tracker.getJobIdsForGroup(group))
-        reports = parse_reports(row.asDict() for row in loading.collect())
+        rows = [row.asDict() for row in loading.collect()]
+        if self._tally is not None:
+            self.tally_rows = tuple(decode_tally(r["tally"] for r in rows))
+            self.targets = merge_target_stats(TargetStats.from_row(r) for r in self.tally_rows)
+        reports = parse_reports(r for r in rows if r["tally"] is None)
         rerun = rerun_stages(tracker, set(tracker.getJobIdsForGroup(group)) - before)
         if rerun:
             # A stage re-run (a fetch failure) starts its tasks at attempt 0 again, so the
@@ -552,7 +639,11 @@ def rerun_stages(tracker: Any, job_ids: set[int]) -> list[int]:
     return rerun
 
 
-def _result(batch_id: int, done: CommitResult, stats: list[TargetStats]) -> BatchResult:
+def _result(
+    batch_id: int, done: CommitResult, targets: list[TargetStats] | None, load: SparkLoadJob
+) -> BatchResult:
+    """``targets``: the caller's, or ``None`` when the load job counted them."""
+    stats = load.targets if targets is None else targets
     rows: dict[str, int] = {}
     size: dict[str, int] = {}
     for r in done.reports:
@@ -569,6 +660,7 @@ def _result(batch_id: int, done: CommitResult, stats: list[TargetStats]) -> Batc
         load_requests=sum(r.requests for r in done.reports),
         source_partitions=len({(s.topic, s.partition) for s in stats}),
         commit_latency_ms=done.commit_ms,
+        tally_rows=load.tally_rows,
     )
 
 

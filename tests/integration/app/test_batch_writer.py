@@ -11,7 +11,7 @@ import pytest
 from app.assembly import OUTPUT_DDL
 from app.config import AppConfig, load_config
 from app.pipeline import BatchWriter, to_sink_rows
-from app.progress import ProgressReporter
+from app.progress import BatchStats, ProgressReporter
 from demo.ddl import split_statements
 from devstack.stack import DDL_FILE
 from devstack.starrocks.launcher import EmulatorHandle
@@ -57,6 +57,18 @@ def row(kind: str, txn: str, row_seq: int, **extra: Any) -> tuple[Any, ...]:
     }
     base.update(extra)
     return tuple(base.values())
+
+
+class Recorder(ProgressReporter):
+    """Keeps every batch's stats, in the order the writer recorded them."""
+
+    def __init__(self) -> None:
+        super().__init__(enabled=False)
+        self.seen: list[BatchStats] = []
+
+    def record(self, stats: BatchStats) -> None:
+        self.seen.append(stats)
+        super().record(stats)
 
 
 class RecordingSink:

@@ -14,24 +14,13 @@ import pytest
 
 from app.assembly import OUTPUT_DDL
 from app.pipeline import BatchWriter, to_sink_rows
-from app.progress import BatchStats, ProgressReporter
 from devstack.starrocks.launcher import EmulatorHandle
 from sinks.starrocks.sink import StarRocksSink
-from tests.integration.app.test_batch_writer import emulator_config, row
+from tests.integration.app.test_batch_writer import Recorder, emulator_config, row
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-class Recorder(ProgressReporter):
-    def __init__(self) -> None:
-        super().__init__(enabled=False)
-        self.seen: list[BatchStats] = []
-
-    def record(self, stats: BatchStats) -> None:
-        self.seen.append(stats)
-        super().record(stats)
 
 
 def order(order_id: int, txn_seq: int, total: object) -> tuple[Any, ...]:

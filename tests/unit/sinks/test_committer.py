@@ -17,6 +17,7 @@ from sinks.starrocks.committer import (
     raise_load_failures,
 )
 from sinks.starrocks.errors import FilteredRowsError
+from sinks.starrocks.loader import ANY_TABLE
 from sinks.starrocks.protocol import LoadState
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
@@ -62,11 +63,29 @@ def plan(batch_id: int = 3) -> BatchPlan:
     return BatchPlan("t", QID, batch_id, tuple(sorted(ROWS)), "_cdc_progress", PROGRESS)
 
 
+def counted_plan(progress: tuple[dict[str, Any], ...] = PROGRESS, **kw: Any) -> BatchPlan:
+    """A batch whose load job counts it: tables and progress rows known only after the load."""
+    return BatchPlan("t", QID, 3, (), "_cdc_progress", counted=lambda: progress, **kw)
+
+
+def counted_job(api: ScriptedApi, rows: dict[str, list[Any]] = ROWS) -> Any:
+    """The counting load job: every table it finds, under the one label of ANY_TABLE."""
+    real = load_job(api, rows)
+
+    def run(labels: dict[str, str], multi: bool) -> Any:
+        assert list(labels) == [ANY_TABLE]
+        return real(dict.fromkeys(rows, labels[ANY_TABLE]), multi)
+
+    return run
+
+
 def label(attempt: int, batch_id: int = 3, table: str | None = None) -> str:
     return plan(batch_id).label(attempt, table)
 
 
 def committer(mode: str, api: ScriptedApi, **kw: Any) -> MultiTableCommitter | PerTableCommitter:
+    if mode == "counted":
+        return MultiTableCommitter(api, counted_job(api), policy(**kw))
     cls = MultiTableCommitter if mode == "multi" else PerTableCommitter
     return cls(api, load_job(api, ROWS), policy(**kw))
 
@@ -297,6 +316,45 @@ def test_empty_batch_opens_nothing():
     assert api.calls == []
 
 
+def test_counted_batch_loads_every_table_under_one_label_then_its_progress():
+    server = FakeStarRocks()
+    result = committer("counted", ScriptedApi(server)).run(counted_plan())
+    assert (result.outcome, result.labels) == (Outcome.COMMITTED, (label(0),))
+    assert {r.table for r in result.reports} == set(ROWS)
+    assert_applied_once(server)
+
+
+def test_counted_batch_without_rows_rolls_its_label_back():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    result = MultiTableCommitter(api, counted_job(api, {}), policy()).run(counted_plan(()))
+    assert result.outcome is Outcome.EMPTY
+    assert [c[0] for c in api.calls if c[0] in ("begin", "rollback", "commit")] == [
+        "begin",
+        "rollback",
+    ]
+    assert server.committed_labels == []
+    assert server.open_labels() == []
+
+
+def test_counted_batch_with_a_bad_target_is_rolled_back_and_says_so_first():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+
+    def failing(labels, multi):
+        failure = LoadFailure("InvalidRequestError", "unknown table nope", False)
+        return [LoadReport("nope", failure=failure)]
+
+    def check() -> tuple[dict[str, Any], ...]:
+        raise SinkTerminalError("rows target table demo.nope (first seen at topic=t ...)")
+
+    plan = BatchPlan("t", QID, 3, (), "_cdc_progress", counted=check)
+    with pytest.raises(SinkTerminalError, match=r"rows target table demo\.nope"):
+        MultiTableCommitter(api, failing, policy()).run(plan)
+    assert server.committed_labels == []
+    assert server.open_labels() == []
+
+
 def test_load_failures_prefer_the_terminal_one():
     reports = [
         LoadReport("a", failure=LoadFailure("ServerBusyError", "busy", True)),
@@ -375,7 +433,7 @@ SCRIPTS = st.dictionaries(st.integers(0, 40), st.sampled_from(FAULTS), max_size=
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    mode=st.sampled_from(["multi", "per-table"]),
+    mode=st.sampled_from(["multi", "counted", "per-table"]),
     registration=st.sampled_from(["commit", "first_load"]),
     ok_but_failed=st.integers(0, 2),
     publish_wait=st.booleans(),
@@ -394,7 +452,7 @@ def test_any_faults_any_crashes_apply_the_batch_exactly_once(
     api = ScriptedApi(server, script)
     for _restart in range(30):
         try:
-            result = committer(mode, api).run(plan())
+            result = committer(mode, api).run(counted_plan() if mode == "counted" else plan())
             break
         except Crash:
             continue  # kill -9: the supervisor restarts the query, Spark replays the batch
@@ -408,7 +466,7 @@ def test_any_faults_any_crashes_apply_the_batch_exactly_once(
         pytest.fail("the batch never completed")
     assert result.outcome in (Outcome.COMMITTED, Outcome.ALREADY_APPLIED, Outcome.RECOVERED)
     assert_applied_once(server)
-    if mode == "multi":
+    if mode != "per-table":
         assert len([lbl for lbl in server.committed_labels if lbl.startswith("t-")]) == 1
 
 

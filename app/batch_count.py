@@ -1,0 +1,135 @@
+"""A micro-batch's counts: the progress line's and the sink's targets, from one pass in Python.
+
+:class:`BatchCounter` is a :class:`sinks.base.Tally`: it runs on the executors, inside the
+sink's load tasks where the sink can (one Spark job per batch), else as a job of its own
+over the cached batch. :func:`batch_stats` reads its rows on the driver.
+
+A row is counted under (source partition, target, kind, rejected transaction, violation):
+a few keys per source partition, whatever the batch's size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from app.progress import BatchStats
+from assembler.output import KIND_ROW
+from sinks.base import TargetStats, merge_target_stats
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# The violation is the reason's first word ("txn-timeout: ...").
+_VIOLATION = re.compile(r"[A-Za-z-]+")
+
+
+@dataclass(frozen=True)
+class BatchCounter:
+    """Counts the assembler's output rows (ROW and REJECT) by source partition and target.
+
+    Args:
+        dead_letters_to_sink: REJECT rows go to the sink's dead-letter table; otherwise
+            they keep no target (they never reach the sink).
+        source_times: Also list each committed transaction's ``source_ts_ms`` (BEGIN ->
+            visible in the metrics): one value per transaction, so only when metrics are on.
+    """
+
+    dead_letters_to_sink: bool
+    source_times: bool = False
+
+    columns: ClassVar[tuple[str, ...]] = (
+        "topic",
+        "partition",
+        "database",
+        "table",
+        "kind",
+        "is_txn_end",
+        "first_offset",
+        "last_offset",
+        "txn_id",
+        "reason",
+        "source_ts_ms",
+    )
+
+    def __call__(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
+        """Partial counts of one Arrow batch (executor)."""
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        values = [batch.column(name).to_pylist() for name in self.columns]
+        for topic, partition, database, table, kind, end, first, last, txn_id, reason, ts in zip(
+            *values, strict=True
+        ):
+            is_row = kind == KIND_ROW
+            if not is_row and not self.dead_letters_to_sink:
+                database = table = None
+            violation = None
+            if not is_row:
+                found = _VIOLATION.match(reason or "")
+                violation = found.group(0) if found else ""
+            key = (topic, partition, database, table, kind, None if is_row else first, violation)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {
+                    "topic": topic,
+                    "partition": partition,
+                    "database": database,
+                    "table": table,
+                    "kind": kind,
+                    "rejected_txn": key[5],
+                    "violation": violation,
+                    "_ts_rows": 0,
+                    "_ts_last_offset": None,
+                    "_ts_last_txn_id": None,
+                    "_ts_sample_txn_id": None,
+                    "txns": 0,
+                    "source_ts": [],
+                }
+            group["_ts_rows"] += 1
+            if last is not None and (
+                group["_ts_last_offset"] is None or last > group["_ts_last_offset"]
+            ):
+                group["_ts_last_offset"] = last
+                group["_ts_last_txn_id"] = txn_id
+            sample = group["_ts_sample_txn_id"]
+            if txn_id is not None and (sample is None or txn_id < sample):
+                group["_ts_sample_txn_id"] = txn_id
+            if is_row and end:
+                group["txns"] += 1
+                if self.source_times and ts is not None:
+                    group["source_ts"].append(ts)
+        return list(groups.values())
+
+
+def batch_stats(
+    rows: Iterable[Mapping[str, Any]], batch_id: int, *, dead_letters_to_sink: bool
+) -> tuple[BatchStats, list[TargetStats]]:
+    """The progress line's counts and the sink's targets, from :class:`BatchCounter` rows.
+
+    Rows of the same key (from different Arrow batches or tasks) add up. The targets hold
+    REJECT rows only when dead letters go to the sink.
+    """
+    stats = BatchStats(batch_id=batch_id)
+    targets = []
+    rejected: set[tuple[str, int, int]] = set()
+    for row in rows:
+        target = TargetStats.from_row(row)
+        if row["kind"] == KIND_ROW:
+            stats.rows += target.rows
+            stats.transactions += int(row["txns"])
+            stats.source_ts_ms.extend(int(ts) for ts in row["source_ts"])
+        else:
+            stats.rejected_records += target.rows
+            rejected.add((target.topic, target.partition, int(row["rejected_txn"])))
+            violation = row["violation"] or "unknown"
+            stats.rejects_by_reason[violation] = (
+                stats.rejects_by_reason.get(violation, 0) + target.rows
+            )
+        if target.last_offset >= 0:
+            key = (target.topic, target.partition)
+            stats.emitted[key] = max(target.last_offset, stats.emitted.get(key, -1))
+        if row["kind"] == KIND_ROW or dead_letters_to_sink:
+            targets.append(target)
+    stats.rejected_transactions = len(rejected)
+    return stats, merge_target_stats(targets)

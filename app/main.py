@@ -123,7 +123,10 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
     topic_ids, partitions = describe_topics(config.source)
     config = fit_txn_bytes(spark, config, sum(len(p) for p in partitions.values()))
-    starting = plan_start(spark, config, sink.committed_offsets(), topic_ids, partitions)
+    committed = sink.committed_offsets()
+    # What an earlier run made visible is emitted: an idle partition is not an open one.
+    reporter.emitted_before(committed)
+    starting = plan_start(spark, config, committed, topic_ids, partitions)
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))
     query = start_query(spark, config, sink, reporter)

@@ -78,6 +78,16 @@ class ProgressReporter:
         if self._metrics is not None:
             self._metrics.on_batch(stats)
 
+    def emitted_before(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Offsets an earlier run emitted (the sink's progress rows), read at start (driver).
+
+        Without them, after a restart every partition that had data would count as open
+        until it emits again: an idle one, or one whose batch was a replay, never would.
+        """
+        with self._lock:
+            for key, offset in offsets.items():
+                self._emitted[key] = max(offset, self._emitted.get(key, -1))
+
     def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
         """Spark's progress for ``batch_id``: print the batch's line."""
         with self._lock:

@@ -55,3 +55,11 @@ class SinkTerminalError(SinkError, Terminal):
 
 class TransactionStateError(SinkTerminalError):
     """A sink transaction method was called in a state that does not allow it (a bug)."""
+
+
+class SinkStoppedError(SinkTerminalError):
+    """The query is stopping and interrupted the batch: rolled back, not retried here.
+
+    Terminal for the committer only (a retry would race the stop); the next start replays
+    the batch from the checkpoint as after any stop.
+    """

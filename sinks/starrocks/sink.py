@@ -29,7 +29,7 @@ from sinks.base import (
     decode_tally,
     merge_target_stats,
 )
-from sinks.exceptions import SinkTerminalError
+from sinks.exceptions import SinkStoppedError, SinkTerminalError
 from sinks.starrocks.client import StarRocksClient
 from sinks.starrocks.committer import (
     BatchPlan,
@@ -607,7 +607,15 @@ class SparkLoadJob:
         tracker = sc.statusTracker()
         group = sc.getLocalProperty("spark.jobGroup.id")
         before = set(tracker.getJobIdsForGroup(group))
-        rows = [row.asDict() for row in loading.collect()]
+        try:
+            rows = [row.asDict() for row in loading.collect()]
+        except Exception as e:
+            if _interrupted(e):
+                # The query is stopping (Spark interrupts its batch thread): the committer
+                # rolls the label back and stops; the next start replays the batch.
+                msg = f"the load job of batch {self._batch_id} was interrupted: the query stops"
+                raise SinkStoppedError(msg, batch_id=self._batch_id) from e
+            raise
         if self._tally is not None:
             self.tally_rows = tuple(decode_tally(r["tally"] for r in rows))
             self.targets = merge_target_stats(TargetStats.from_row(r) for r in self.tally_rows)
@@ -625,6 +633,19 @@ class SparkLoadJob:
             )
             reports.append(report.typed())
         return reports
+
+
+def _interrupted(error: BaseException) -> bool:
+    """A Spark job whose driver thread was interrupted (a Java InterruptedException cause)."""
+    cause = getattr(error, "java_exception", None)
+    try:
+        while cause is not None:
+            if cause.getClass().getName() == "java.lang.InterruptedException":
+                return True
+            cause = cause.getCause()
+    except Exception:  # a gateway that cannot answer proves nothing
+        return False
+    return False
 
 
 def rerun_stages(tracker: Any, job_ids: set[int]) -> list[int]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from app.config import AppConfig
 from app.pipeline import detach_listeners, query_id_of, start_query
 from demo.generate import GeneratorConfig, generate
 from demo.verify import run
@@ -28,13 +29,10 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
-    spark: Any,
-    kafka_broker: KafkaBroker | ExternalBroker,
-    starrocks_emulator: EmulatorHandle,
-    tmp_path: Path,
-) -> None:
-    emulator = starrocks_emulator
+def produce_and_configure(
+    kafka_broker: KafkaBroker | ExternalBroker, emulator: EmulatorHandle, tmp_path: Path
+) -> tuple[Any, AppConfig]:
+    """60 orders over 2 partitions in a fresh topic, and the app's config for them."""
     topic = f"onejob-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_broker.bootstrap, topic, 2)
     produced = generate(
@@ -44,7 +42,6 @@ def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
             workload=WorkloadConfig(orders=60, partitions=2, seed=5),
         )
     )
-    total = sum(produced.txns_per_partition.values())
     config = emulator_config(
         emulator,
         f"pipeline.name={topic}",
@@ -57,12 +54,28 @@ def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
         f"starrocks.sink.label-prefix={topic}",
         "starrocks.sink.buffer-flush.interval-ms=200",
     )
+    return produced, config
+
+
+def start(spark: Any, config: AppConfig, recorder: Recorder) -> Any:
     sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
     sink.open()
+    return start_query(spark, config, sink, recorder)
+
+
+def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    emulator = starrocks_emulator
+    produced, config = produce_and_configure(kafka_broker, emulator, tmp_path)
+    total = sum(produced.txns_per_partition.values())
     # The first load of the run fails with a 5xx: that batch is redone under attempt 1.
     emulator.control.fail_next("load", 1, http_status=500, status="INTERNAL_ERROR", message="x")
     recorder = Recorder()
-    query = start_query(spark, config, sink, recorder)
+    query = start(spark, config, recorder)
     try:
         deadline = time.monotonic() + 240
         while sum(s.transactions for s in recorder.seen) < total:
@@ -71,7 +84,11 @@ def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
                 (s.batch_id, s.transactions) for s in recorder.seen
             ]
             time.sleep(0.3)
-        run_id = str(query.runId)
+        # Every record is in; with no new data no batch starts (pipeline.idle-batches off).
+        while query.status["isTriggerActive"]:
+            time.sleep(0.1)
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))
+        batches = len(recorder.seen)
     finally:
         query.stop()
         detach_listeners(spark)
@@ -88,5 +105,30 @@ def test_each_batch_is_one_job_and_a_failed_load_is_redone_exactly_once(
     assert len(retried) == 1
     assert retried[0].outcome == "committed"
     # One job per batch, plus the failed attempt's.
-    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(run_id)
-    assert len(jobs) == len(recorder.seen) + 1
+    assert len(jobs) == batches + 1
+
+
+def test_a_stop_during_the_load_rolls_the_label_back_without_a_retry(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    emulator = starrocks_emulator
+    _, config = produce_and_configure(kafka_broker, emulator, tmp_path)
+    emulator.control.delay("load", 3.0)
+    query = start(spark, config, Recorder())
+    try:
+        deadline = time.monotonic() + 120
+        while emulator.control.faults():  # the delayed load is in flight once it is taken
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, "no load started"
+            time.sleep(0.05)
+    finally:
+        query.stop()
+        detach_listeners(spark)
+    labels = emulator.control.labels("demo")
+    assert list(labels.values()) == ["ABORTED"], labels
+    assert emulator.sql("SELECT count(*) FROM demo.orders") == [(0,)]
+    assert not [r for r in caplog.records if "batch retry" in r.getMessage()]

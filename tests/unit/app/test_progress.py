@@ -33,3 +33,12 @@ def test_a_progress_event_without_a_written_batch_prints_nothing(
     reporter.on_progress(0, 0, {})
     assert capsys.readouterr().out == ""
     assert reporter.open_transactions == 0
+
+
+def test_what_an_earlier_run_made_visible_is_not_open_after_a_restart() -> None:
+    reporter = ProgressReporter(enabled=False)
+    reporter.emitted_before({("cdc", 0): 9, ("cdc", 1): 3})
+    # A replayed batch (already committed) emits nothing of its own; partition 0 is idle.
+    reporter.record(BatchStats(batch_id=5, label="cdc-q-5-0", skipped=True))
+    reporter.on_progress(5, 4, {"cdc": {"0": 10, "1": 4, "2": 1}})
+    assert reporter.open_transactions == 1  # partition 2 only: it emitted nothing yet

@@ -339,8 +339,11 @@ class StarRocksSink(Sink):
         except FilteredRowsError as e:
             if cfg.filtered_rows != "dead-letter":
                 raise
-            # Probing reads the batch again and again: from a cache, not from the source.
-            df = df.persist()
+            # Probing reads the batch again and again: a counted batch, read once so far, is
+            # cached now (any other one already is, here or by the caller).
+            cache = targets is None
+            if cache:
+                df = df.persist()
             try:
                 bad = self._find_filtered(df, batch_id, query_id, api, e)
                 load = SparkLoadJob(with_dead_letters(df, bad, cfg), cfg, batch_id, tally)
@@ -351,7 +354,8 @@ class StarRocksSink(Sink):
                 api, job = self._seams(batch_id, http, load)
                 done = committer(api, job, self._policy).run(plan)
             finally:
-                df.unpersist()
+                if cache:
+                    df.unpersist()
             return replace(
                 _result(batch_id, done, targets, load),
                 filtered_txns=len(bad),

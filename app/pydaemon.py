@@ -24,16 +24,22 @@ from pyspark import daemon
 class FreezingCollector:
     """Stands in for the ``gc`` module inside ``pyspark.daemon`` (its only use is collect)."""
 
-    def __init__(self) -> None:
-        self._modules_at_freeze = 0
+    def __init__(self, modules: dict[str, Any] | None = None) -> None:
+        self._modules = sys.modules if modules is None else modules
+        self._at_freeze: tuple[int, str | None] = (0, None)
 
     def collect(self, generation: int = 2) -> int:
         """Collect, then freeze the survivors if modules were imported since the last freeze."""
         found = gc.collect(generation)
-        if len(sys.modules) > self._modules_at_freeze:
-            self._modules_at_freeze = len(sys.modules)
+        if self._imports() != self._at_freeze:
+            self._at_freeze = self._imports()
             gc.freeze()
         return found
+
+    def _imports(self) -> tuple[int, str | None]:
+        # Size and newest key: an import changes the newest key even when another module was
+        # removed meanwhile (the size alone would then look unchanged).
+        return len(self._modules), next(reversed(self._modules), None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(gc, name)

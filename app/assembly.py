@@ -18,7 +18,8 @@ from assembler.machine import TransactionAssembler
 from assembler.output import OUTPUT_FIELDS
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings
-from assembler.state import STATE_FIELDS, PartitionState
+from assembler.slots import SLOT_STATE_FIELDS, SLOT_STATE_VERSION, SlotAssembler
+from assembler.state import STATE_FIELDS, PartitionState, StateError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 OUTPUT_COLUMNS = [name for name, _ in OUTPUT_FIELDS]
 OUTPUT_DDL = ", ".join(f"`{name}` {kind}" for name, kind in OUTPUT_FIELDS)
 STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in STATE_FIELDS)
+SLOT_STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in SLOT_STATE_FIELDS)
 
 # Columns of the Kafka source schema the assembler needs (key and timestampType are unused).
 SOURCE_COLUMNS = ("topic", "partition", "offset", "value", "timestamp")
@@ -36,19 +38,50 @@ DEBEZIUM_SOURCE_COLUMNS = (*SOURCE_COLUMNS, "key")
 SOURCE_GROUP = "_cdc_source"
 
 
-def assemble_transactions(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
-    """Group Kafka records per (topic, partition) and emit complete transactions only.
+def assemble_transactions(
+    events: DataFrame, settings: AssemblerSettings, slots: int | None = None
+) -> DataFrame:
+    """Assemble each Kafka partition's transactions; emit complete transactions only.
 
     ``events`` has the Kafka connector's schema. The result has the columns of
     :data:`assembler.output.OUTPUT_FIELDS`: ROW rows of complete transactions and REJECT
     rows of rejected ones.
+
+    Args:
+        events: the Kafka records.
+        settings: the assembler's settings.
+        slots: group by slot, ``slots`` of them (:mod:`assembler.slots`); ``None``: the
+            session's state-store partitions (``spark.sql.shuffle.partitions``).
     """
-    func = AssembleGroup(settings)
+    from app.state_layout import SLOT_COLUMN, slot_of
+
+    if slots is None:
+        slots = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200")
+    return (
+        events.select(*SOURCE_COLUMNS)
+        .withColumn(SLOT_COLUMN, slot_of(slots))
+        .groupBy(SLOT_COLUMN)
+        .applyInPandasWithState(
+            AssembleSlot(settings),
+            outputStructType=OUTPUT_DDL,
+            stateStructType=SLOT_STATE_DDL,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
+        )
+    )
+
+
+def assemble_per_partition(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
+    """:func:`assemble_transactions` with one group per (topic, partition).
+
+    The state layout of checkpoints written before slots (app/state_layout.py); its cost per
+    micro-batch grows with the number of partitions.
+    """
     return (
         events.select(*SOURCE_COLUMNS)
         .groupBy("topic", "partition")
         .applyInPandasWithState(
-            func,
+            AssembleGroup(settings),
             outputStructType=OUTPUT_DDL,
             stateStructType=STATE_DDL,
             outputMode="append",
@@ -57,8 +90,71 @@ def assemble_transactions(events: DataFrame, settings: AssemblerSettings) -> Dat
     )
 
 
+class AssembleSlot:
+    """The function Spark calls once per slot and micro-batch (executor side).
+
+    Pickled with its settings; builds the assembler (and its decoder) lazily, once per
+    Python worker.
+    """
+
+    def __init__(self, settings: AssemblerSettings) -> None:
+        self._settings = settings
+        self._slots: SlotAssembler | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The assembler holds a decoder (maybe an HTTP session): rebuild it on the executor.
+        return {"_settings": self._settings, "_slots": None}
+
+    def __call__(
+        self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        """Apply this batch's records of one slot; yield the rows the core emits."""
+        if self._slots is None:
+            self._slots = SlotAssembler(TransactionAssembler(self._settings))
+        # Spark's batch timestamp: the same when a batch is replayed after a crash, so a
+        # replay takes the same timeout decisions as the first run.
+        now_ms = int(state.getCurrentProcessingTimeMs())
+        entries = _slot_entries(state.get, key) if state.exists else None
+        records = [] if state.hasTimedOut else list(_slot_records(chunks))
+        step = self._slots.process(entries, records, now_ms)
+        state.update((SLOT_STATE_VERSION, step.partitions, step.entries))
+        if step.timeout_at_ms is not None:
+            # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
+            state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
+        if step.outputs:
+            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
+
+
+def _slot_entries(stored: tuple[Any, ...], key: tuple[Any, ...]) -> bytes:
+    if len(stored) != len(SLOT_STATE_FIELDS) or stored[0] != SLOT_STATE_VERSION:
+        msg = (
+            f"unreadable assembler state of slot {key[0]} (version {stored[0]}, {len(stored)} "
+            f"fields; expected version {SLOT_STATE_VERSION}, {len(SLOT_STATE_FIELDS)} fields): "
+            "the checkpoint was written by an incompatible release; use a new checkpoint "
+            "location or the release that wrote it"
+        )
+        raise StateError(msg)
+    return bytes(stored[2])
+
+
+def _slot_records(chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
+    # Chunks arrive in no guaranteed order; the core sorts each partition's records by offset.
+    for chunk in chunks:
+        if chunk.empty:
+            continue
+        columns = (
+            chunk["topic"].tolist(),
+            chunk["partition"].tolist(),
+            chunk["offset"].tolist(),
+            chunk["value"].tolist(),
+            _epoch_ms(chunk["timestamp"]),
+        )
+        for topic, partition, offset, value, stamp in zip(*columns, strict=True):
+            yield SourceRecord(topic, partition, offset, value, stamp)
+
+
 class AssembleGroup:
-    """The function Spark calls once per (topic, partition) group and micro-batch.
+    """The function Spark calls once per (topic, partition) group and micro-batch (before slots).
 
     Runs on executors; it is pickled with its settings and builds the assembler (and its
     decoder) lazily, once per Python worker.

@@ -1,11 +1,12 @@
 """How large an open transaction the executors' heap holds (driver, at start).
 
-An open transaction is one state value per Kafka partition (its buffered rows), rewritten every
-batch; Spark's default state store keeps every value of its partitions in the executor heap,
-with a copy per loaded version: about 2.4 x the buffered bytes were measured (docs/assembler.md).
+An open transaction is its Kafka partition's buffered rows, inside its slot's state value and
+rewritten with it (assembler/slots.py); Spark's default state store keeps every value of its
+partitions in the executor heap, with a copy per loaded version: about 2.4 x the buffered bytes
+were measured (docs/assembler.md).
 With every partition holding a transaction at ``max-txn-bytes``, an executor needs
 
-    groups per executor x max-txn-bytes x 2.4   <=   half its heap
+    partitions per executor x max-txn-bytes x 2.4   <=   half its heap
 
 (the other half is Spark's own, the batch and the load). The static default (256 MiB) holds for
 a single partition on a 1 GiB heap only, so unless ``assembler.max-txn-bytes`` is set, the

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-from app.assembly import assemble_debezium, assemble_transactions
+from app.assembly import assemble_debezium, assemble_per_partition, assemble_transactions
 from app.batch_count import BatchCounter, batch_stats
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
+from app.state_layout import plan_layout
 from assembler.output import KIND_REJECT, KIND_ROW
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
@@ -256,7 +257,13 @@ def start_query(
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
         assembled = assemble_debezium(source, config.source.debezium)
     else:
-        assembled = assemble_transactions(source, config.assembler)
+        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        layout = plan_layout(spark, config.pipeline.checkpoint_location, shuffle)
+        assembled = (
+            assemble_transactions(source, config.assembler, layout.slots)
+            if layout.slots is not None
+            else assemble_per_partition(source, config.assembler)
+        )
     rows = to_sink_rows(assembled, config)
     writer = (
         rows.writeStream.queryName(config.pipeline.name)

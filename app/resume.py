@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from app.checkpoint_files import CheckpointFiles
 from app.config import AppConfig
 from common.errors import CdcError, Terminal
 
@@ -57,7 +58,7 @@ def plan_start(
             envelope does not allow resuming from the progress table.
     """
     location = config.pipeline.checkpoint_location
-    fs = _CheckpointFiles(spark, location)
+    fs = CheckpointFiles(spark, location)
     stored = fs.read_json(TOPIC_IDS_FILE)
     merged = merge_topic_ids(stored if isinstance(stored, dict) else None, topic_ids, location)
     if merged != stored:
@@ -155,42 +156,3 @@ def merge_topic_ids(
             )
             raise StartRefusedError(msg)
     return {**(stored or {}), **now}
-
-
-class _CheckpointFiles:
-    """The checkpoint folder through Hadoop's file system (local, HDFS, S3A alike)."""
-
-    def __init__(self, spark: SparkSession, location: str) -> None:
-        jvm: Any = spark._jvm
-        self._jvm = jvm
-        self._root = jvm.org.apache.hadoop.fs.Path(location)
-        self._fs = self._root.getFileSystem(spark._jsc.hadoopConfiguration())
-
-    def _path(self, name: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(self._root, name)
-
-    def has_offsets(self) -> bool:
-        offsets = self._path("offsets")
-        return bool(self._fs.exists(offsets) and len(self._fs.listStatus(offsets)) > 0)
-
-    def read_json(self, name: str) -> Any:
-        path = self._path(name)
-        if not self._fs.exists(path):
-            return None
-        stream = self._fs.open(path)
-        try:
-            data = bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
-        finally:
-            stream.close()
-        try:
-            return json.loads(data.decode("utf-8"))
-        except ValueError:
-            log.warning("ignoring unreadable %s in the checkpoint", name)
-            return None
-
-    def write_json(self, name: str, value: Any) -> None:
-        stream = self._fs.create(self._path(name), True)
-        try:
-            stream.write(bytearray(json.dumps(value, sort_keys=True).encode("utf-8")))
-        finally:
-            stream.close()

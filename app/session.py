@@ -19,6 +19,12 @@ BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # A bigger driver stack: q.stop() during foreachBatch can overflow the default one.
     "spark.driver.extraJavaOptions": "-Xss8m",
+    # Spark's Kafka source caches one consumer per topic partition on each executor. Once the
+    # cache holds its capacity (default 64), *every* borrow evicts the oldest 15 % of the
+    # idle consumers and logs a WARN: a pipeline reading 64 partitions built ~10 new Kafka
+    # consumers each micro-batch (docs/benchmarks.md). Idle consumers still leave after
+    # spark.kafka.consumer.cache.timeout (5 min), so a large soft cap keeps only what is used.
+    "spark.kafka.consumer.cache.capacity": "4096",
 }
 
 # For a checkpoint on the local disk only. Spark's default (FileContext) manager renames

@@ -2,8 +2,8 @@
 
     .venv/bin/python -m benchmarks.hot_paths [--records 12500]
 
-1. The assembler as ``applyInPandasWithState`` calls it: ``AssembleGroup.__call__`` on one
-   pandas chunk of one partition (JSON events, 10-row transactions, 100-byte rows, as in
+1. The assembler as ``applyInPandasWithState`` calls it: ``AssembleSlot.__call__`` on one
+   pandas chunk of one slot (JSON events, 10-row transactions, 100-byte rows, as in
    ``make bench``), output DataFrame included.
 2. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``).
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=12_500)
     args = parser.parse_args(argv)
 
-    from app.assembly import AssembleGroup
+    from app.assembly import AssembleSlot
 
     values: list[bytes] = []
     txn = 0
@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             "timestamp": pd.to_datetime([1_700_000_000_000] * len(values), unit="ms"),
         }
     )
-    group = AssembleGroup(AssemblerSettings())
+    group = AssembleSlot(AssemblerSettings())
 
     def assemble() -> int:
-        out = list(group(("bench", 0), iter([chunk]), _State()))  # type: ignore[arg-type]
+        out = list(group((0,), iter([chunk]), _State()))  # type: ignore[arg-type]
         assert sum(len(df) for df in out) > 0
         return len(values)
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             encode_row("UPSERT", r, "table=rows topic=bench partition=0 txn_id=x")
         return len(rows)
 
-    print(f"assembler adapter + core (AssembleGroup): {_best_us(assemble):6.2f} us per record")
+    print(f"assembler adapter + core (AssembleSlot):  {_best_us(assemble):6.2f} us per record")
     print(f"sink row encoding (encode_row):          {_best_us(encode):6.2f} us per row")
     return 0
 

@@ -37,11 +37,11 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 
 # Inclusive shares: a stack counts once for each of these if any of its frames matches.
 INCLUSIVE: tuple[tuple[str, str, str], ...] = (
-    ("assembler adapter + core (AssembleGroup.__call__)", "__call__", "app/assembly.py"),
+    ("assembler adapter + core (AssembleSlot.__call__)", "__call__", "app/assembly.py"),
     ("TransactionAssembler.process", "process", "assembler/machine.py"),
     ("event decoding (assembler/codecs.py)", "", "assembler/codecs.py"),
     ("state buffer encode/decode (assembler/buffer.py)", "", "assembler/buffer.py"),
-    ("pandas -> SourceRecord (_records)", "_records", "app/assembly.py"),
+    ("pandas -> SourceRecord (_slot_records)", "_slot_records", "app/assembly.py"),
     ("Arrow <-> pandas (pyspark/sql/pandas)", "", "pyspark/sql/pandas/"),
     ("sink loader on executors (sinks/starrocks/loader.py)", "", "sinks/starrocks/loader.py"),
 )

@@ -78,7 +78,10 @@ class RecordingSink:
         self.batches: dict[int, list[dict[str, Any]]] = {}
         self.stats: dict[int, Any] = {}
 
-    def write_batch(self, batch_df: Any, batch_id: int, stats: Any = None) -> None:
+    def write_batch(
+        self, batch_df: Any, batch_id: int, stats: Any = None, tally: Any = None
+    ) -> None:
+        assert tally is None, "a sink that does not count in its load is never given a tally"
         self.batches[batch_id] = [r.asDict() for r in batch_df.collect()]
         # The writer's stats must be exactly what the sink would have aggregated itself.
         assert sorted(stats, key=repr) == sorted(collect_target_stats(batch_df), key=repr)

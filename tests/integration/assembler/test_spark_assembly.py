@@ -99,6 +99,8 @@ class Harness:
     settings: AssemblerSettings
     batches: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     crash_on_batch: Callable[[int], bool] = lambda _b: False
+    #: How the query assembles: by slot (new checkpoints), or one group per partition.
+    assemble: Callable[[Any, AssemblerSettings], Any] = assemble_transactions
     query: Any = None
     feed: Any = None
 
@@ -108,7 +110,7 @@ class Harness:
             .option("maxFilesPerTrigger", 1)
             .parquet(str(self.source_dir))
         )
-        assembled = assemble_transactions(events, self.settings)
+        assembled = self.assemble(events, self.settings)
 
         def write(df: Any, batch_id: int) -> None:
             rows = [r.asDict() for r in df.collect()]
@@ -321,3 +323,60 @@ def test_invalid_stream_stops_the_query_under_fail_policy(harness: Any) -> None:
     assert "offset=1" in text
     assert "cdc" in text
     assert h.rows() == []
+
+
+def test_a_quiet_partition_times_out_while_its_slot_has_records(harness: Any, spark: Any) -> None:
+    # Partitions 0 and 2 share a slot of the test session's two (app/state_layout.py). With
+    # no batches without data, Spark never times the slot out: only partition 2's records
+    # call the slot, and partition 0's overdue transaction must expire in those calls.
+    key = "spark.sql.streaming.noDataMicroBatches.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    try:
+        h, feed = harness(**{"txn-timeout": "1500ms"})
+        h.start()
+    finally:
+        spark.conf.set(key, before)
+    feed.push([(0, begin("lost")), (0, data("lost", "orders", {"id": 1}))])
+    h.drain()
+    deadline = time.monotonic() + 60
+    n = 0
+    while not h.rows("REJECT") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        txn = f"busy{n}"
+        feed.push([(2, begin(txn)), (2, data(txn, "orders", {"id": n})), (2, end(txn))])
+        n += 1
+        h.drain()
+    assert [r["txn_id"] for r in h.rows("REJECT")] == ["lost", "lost"]
+    assert sorted(t for p, t in txn_rows(h.rows()) if p == 2) == sorted(
+        f"busy{i}" for i in range(n)
+    )
+    h.stop()
+
+
+def test_a_checkpoint_from_before_slots_keeps_one_group_per_partition(
+    harness: Any, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from app.assembly import assemble_per_partition
+    from app.state_layout import plan_layout
+
+    h, feed = harness()
+    h.assemble = assemble_per_partition  # what releases before slots ran
+    h.start()
+    feed.push([(0, begin("a")), (0, data("a", "orders", {"id": 1})), (1, begin("b"))])
+    h.drain()
+    h.stop()
+
+    layout = plan_layout(spark, str(h.checkpoint), 2)
+    assert layout.slots is None
+    assert "keeps that layout" in caplog.text
+    h2, _ = harness()
+    h2.assemble = assemble_per_partition
+    h2.batches = h.batches
+    h2.start()
+    feed.push([(0, end("a")), (1, data("b", "orders", {"id": 2})), (1, end("b"))])
+    h2.drain()
+    got = txn_rows(h2.rows())
+    assert [json.loads(r["row"])["id"] for r in got[(0, "a")]] == [1]
+    assert [json.loads(r["row"])["id"] for r in got[(1, "b")]] == [2]
+    h2.stop()

@@ -1,0 +1,118 @@
+"""How the assembler's state is keyed in a checkpoint: by slot, or by Kafka partition (driver).
+
+A new checkpoint keys the assembler's state by *slot*: one ``applyInPandasWithState`` group per
+state-store partition, holding every Kafka partition mapped to it (:mod:`assembler.slots`), so
+a micro-batch's cost does not grow with the number of Kafka partitions. Checkpoints written
+before slots keyed it by (topic, partition); Spark cannot re-key a checkpoint's state, so they
+keep that layout (docs/assembler.md says how to move one to slots).
+
+Which layout a checkpoint has is kept next to it, in ``cdc-state-layout.json``, with the number
+of slots: the partition-to-slot mapping depends on it, so it must never change for a
+checkpoint, whatever ``pipeline.state-partitions`` says later.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.checkpoint_files import CheckpointFiles
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+log = logging.getLogger(__name__)
+
+LAYOUT_FILE = "cdc-state-layout.json"
+#: The grouping column of the slot layout.
+SLOT_COLUMN = "_cdc_slot"
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """``slots`` state-store slots, or ``None``: one group per Kafka partition (before slots)."""
+
+    slots: int | None
+
+
+def plan_layout(spark: SparkSession, location: str, state_partitions: int) -> StateLayout:
+    """The layout of the checkpoint at ``location``; a new checkpoint gets slots.
+
+    Args:
+        spark: the session (its Hadoop file system reads and writes the checkpoint).
+        location: the checkpoint location.
+        state_partitions: the state-store partitions a new checkpoint gets (Spark's
+            ``spark.sql.shuffle.partitions`` of this session).
+    """
+    fs = CheckpointFiles(spark, location)
+    stored = fs.read_json(LAYOUT_FILE)
+    if not fs.has_offsets():
+        # Nothing is stored yet: Spark freezes this session's state partitions with the first
+        # batch, and the slots follow them.
+        layout = {"layout": "slots", "slots": state_partitions}
+        if stored != layout:
+            fs.write_json(LAYOUT_FILE, layout)
+        return StateLayout(state_partitions)
+    if isinstance(stored, dict) and stored.get("layout") == "slots":
+        slots = stored.get("slots")
+        if isinstance(slots, int) and slots > 0:
+            return StateLayout(slots)
+        msg = f"{LAYOUT_FILE} in checkpoint {location} is damaged: {stored!r}"
+        raise ValueError(msg)
+    log.warning(
+        "checkpoint %s keys the assembler's state by Kafka partition (written before slots): "
+        "it keeps that layout, whose cost per micro-batch grows with the partitions; the "
+        "assembler docs (Slots) say how to move it to slots",
+        location,
+    )
+    return StateLayout(None)
+
+
+def slot_of(slots: int) -> Column:
+    """The slot of each Kafka record: spreads one topic's partitions evenly over the slots.
+
+    ``pmod(hash(topic), slots) + partition`` modulo ``slots``: consecutive partitions of a
+    topic go to consecutive slots. The value is the slot's *key* (:func:`slot_keys`), so that
+    Spark's hash partitioning puts slot ``i`` in state-store partition ``i``.
+    """
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+    index = F.pmod(F.pmod(F.hash("topic"), F.lit(slots)) + F.col("partition"), F.lit(slots))
+    keys = F.array(*[F.lit(k) for k in slot_keys(slots)])
+    return F.element_at(keys, index + 1)
+
+
+def slot_keys(slots: int) -> list[int]:
+    """For each state-store partition ``i``, the smallest int key Spark hashes to ``i``.
+
+    Spark places a group of a stateful operator in partition
+    ``pmod(murmur3_x86_32(key, seed 42), spark.sql.shuffle.partitions)``. Grouping by the
+    slot index itself would put two slots in one partition about as often as not, and leave
+    a core idle.
+    """
+    keys: dict[int, int] = {}
+    candidate = 0
+    while len(keys) < slots:
+        keys.setdefault(spark_hash_int(candidate) % slots, candidate)
+        candidate += 1
+    return [keys[i] for i in range(slots)]
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of one INT column: ``Murmur3_x86_32.hashInt`` (a signed int32)."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+    k1 = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k1 = rotl(k1, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4  # the input's length in bytes
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1

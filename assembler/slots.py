@@ -1,0 +1,176 @@
+"""Many Kafka partitions in one state value: the assembler's state per state-store slot.
+
+Spark pays a fixed cost for every group of ``applyInPandasWithState`` and micro-batch (a
+state-store read and write, pandas frames, a Python call): ~5 ms. With one group per Kafka
+partition that cost grows with the partitions, not with the rows (docs/scaling.md). So the
+pipeline groups by *slot*, one per state-store partition, and a slot's state holds the
+:class:`~assembler.state.PartitionState` of every Kafka partition mapped to it. The core is
+unchanged: :class:`SlotAssembler` runs it once per partition that has records, and expires
+the quiet partitions whose transaction is overdue.
+
+A slot's state is one BINARY value (DESIGN.md §7: no ARRAY or MAP state fields), a sequence
+of entries sorted by (topic, partition), each::
+
+    partition:int32  deadline:int64  8 x int64 (the state's integers)  status:uint8
+    len(topic):uint16  len(txn_id):uint32  len(reject_reason):uint32  len(buffer):uint32
+    topic  txn_id  reject_reason  buffer
+
+``deadline`` is the processing time the partition's open transaction times out (-1: none),
+so the slot's timeout is the earliest one without decoding the states.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from assembler.machine import TransactionAssembler
+from assembler.output import OutputRow
+from assembler.records import SourceRecord
+from assembler.state import STATE_VERSION, PartitionState, StateError
+
+SLOT_STATE_VERSION = 1
+"""Bumped whenever the slot state's layout changes (the entry layout, or ``STATE_VERSION``)."""
+
+SLOT_STATE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("version", "int"),
+    ("partitions", "int"),
+    ("entries", "binary"),
+)
+"""(name, Spark DDL type) of a slot's state: the layout version, the entry count, the entries."""
+
+_ENTRY = struct.Struct(">iq8qBHIII")
+_STATUS = ("IDLE", "OPEN", "REJECTING")
+_STATUS_CODE = {name: code for code, name in enumerate(_STATUS)}
+_NO_DEADLINE = -1
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class SlotStep:
+    """The result of one call for a slot: what to emit, what to store, when to wake.
+
+    Attributes:
+        outputs: the rows to emit, partition by partition (sorted by topic and partition), in
+            offset order within each.
+        partitions: the number of Kafka partitions the slot's state now holds.
+        entries: the slot's new state (:func:`encode`).
+        timeout_at_ms: the earliest deadline of an open transaction in the slot; ``None``
+            when none is open.
+    """
+
+    outputs: list[OutputRow]
+    partitions: int
+    entries: bytes
+    timeout_at_ms: int | None
+
+
+class SlotAssembler:
+    """The per-partition core applied to every partition of one slot (executor side)."""
+
+    def __init__(self, core: TransactionAssembler) -> None:
+        self._core = core
+
+    def process(
+        self,
+        entries: bytes | None,
+        records: Iterable[SourceRecord],
+        now_ms: int,
+    ) -> SlotStep:
+        """Apply a batch's records of any partitions of the slot, then expire quiet ones.
+
+        A partition with records is processed (the core never times out a partition whose
+        records are still arriving); one without records whose deadline is before ``now_ms``
+        gets :meth:`TransactionAssembler.expire`, as its own group's timeout would have (Spark
+        times a group out once its timeout is strictly before the batch's time).
+
+        Args:
+            entries: the slot's stored state; ``None`` for a slot seen the first time.
+            records: this call's records, any partitions and any order.
+            now_ms: Spark's batch processing time (the same when a batch is re-run).
+
+        Raises:
+            AssemblyFailed: a violation under policy ``fail``.
+            StateError: the stored state is not readable by this release.
+        """
+        states = decode(entries) if entries else {}
+        by_key: dict[Key, list[SourceRecord]] = {}
+        for rec in records:
+            key = (rec.topic, rec.partition)
+            batch = by_key.get(key)
+            if batch is None:
+                by_key[key] = [rec]
+            else:
+                batch.append(rec)
+        outputs: list[OutputRow] = []
+        for key in sorted(states.keys() | by_key.keys()):
+            recs = by_key.get(key)
+            known = states.get(key)
+            if recs is not None:
+                step = self._core.process(known[0] if known else None, recs, now_ms)
+            elif known is not None and 0 <= known[1] < now_ms:
+                step = self._core.expire(known[0], now_ms)
+            else:
+                continue
+            outputs.extend(step.outputs)
+            deadline = _NO_DEADLINE if step.timeout_at_ms is None else step.timeout_at_ms
+            states[key] = (step.state, deadline)
+        deadlines = [d for _, d in states.values() if d != _NO_DEADLINE]
+        return SlotStep(
+            outputs=outputs,
+            partitions=len(states),
+            entries=encode(states),
+            timeout_at_ms=min(deadlines) if deadlines else None,
+        )
+
+
+def encode(states: dict[Key, tuple[PartitionState, int]]) -> bytes:
+    """The slot's state value: every partition's state and deadline, sorted by key."""
+    parts: list[bytes] = []
+    for key in sorted(states):
+        st, deadline = states[key]
+        t = st.to_tuple()
+        topic, txn_id, reason, buf = t[1].encode(), t[6].encode(), t[14].encode(), t[13]
+        numbers = (t[3], t[4], t[7], t[8], t[9], t[10], t[11], t[12])
+        lengths = (len(topic), len(txn_id), len(reason), len(buf))
+        parts.append(_ENTRY.pack(t[2], deadline, *numbers, _STATUS_CODE[t[5]], *lengths))
+        parts += (topic, txn_id, reason, buf)
+    return b"".join(parts)
+
+
+def decode(entries: bytes) -> dict[Key, tuple[PartitionState, int]]:
+    """Every partition's state and deadline from a slot's state value (:func:`encode`).
+
+    Raises:
+        StateError: the value is truncated or holds an unknown status.
+    """
+    out: dict[Key, tuple[PartitionState, int]] = {}
+    view = memoryview(entries)
+    pos, end = 0, len(entries)
+    try:
+        while pos < end:
+            fields = _ENTRY.unpack_from(view, pos)
+            partition, deadline, numbers, status = fields[0], fields[1], fields[2:10], fields[10]
+            texts: list[bytes] = []
+            pos += _ENTRY.size
+            for n in fields[11:]:
+                if pos + n > end:
+                    msg = f"an entry runs past the end of the value (byte {pos + n} > {end})"
+                    raise IndexError(msg)
+                texts.append(bytes(view[pos : pos + n]))
+                pos += n
+            topic, txn_id, reason = (b.decode() for b in texts[:3])
+            last_offset, txn_seq, first, opened, begin, last_ts, rows, nbytes = numbers
+            row = [STATE_VERSION, topic, partition, last_offset, txn_seq, _STATUS[status]]
+            row += [txn_id, first, opened, begin, last_ts, rows, nbytes, texts[3], reason]
+            state = PartitionState.from_tuple(row)
+            out[(topic, partition)] = (state, deadline)
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        msg = (
+            f"corrupt assembler slot state ({end} bytes, stopped at byte {pos}): {e}; the "
+            "checkpoint was damaged or written by an incompatible release"
+        )
+        raise StateError(msg) from e
+    return out

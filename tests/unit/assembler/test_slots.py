@@ -1,0 +1,132 @@
+"""A slot's state holds many partitions: the same outputs and states as one group each.
+
+The reference is what the adapter did with one ``applyInPandasWithState`` group per partition:
+``process`` for a partition with records, ``expire`` for a quiet one once Spark's timeout fired
+(its deadline strictly before the batch's time).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from assembler import AssemblerSettings, OutputRow, PartitionState, TransactionAssembler
+from assembler.slots import SlotAssembler, decode, encode
+from assembler.state import StateError, TxnStatus
+from tests.unit.assembler.builders import TOPIC, begin, data, end, records, roundtrip
+from tests.unit.assembler.test_properties import SETTINGS, partition_streams, split_points
+
+pytestmark = pytest.mark.unit
+
+TIMEOUT_MS = 1_000
+
+
+@SETTINGS
+@given(st.data())
+def test_a_slot_behaves_like_one_group_per_partition(data: st.DataObject) -> None:
+    n_parts = data.draw(st.integers(1, 4))
+    parts = [data.draw(partition_streams(i, "json")) for i in range(n_parts)]
+    rnd = data.draw(st.randoms(use_true_random=False))
+    core = TransactionAssembler(AssemblerSettings(txn_timeout_ms=TIMEOUT_MS))
+    slot = SlotAssembler(core)
+
+    pieces = {p.number: split_points(data.draw, len(p.records)) for p in parts}
+    n_batches = max((len(v) for v in pieces.values()), default=0) + 2  # then quiet batches
+    groups: dict[int, tuple[PartitionState, int | None]] = {}
+    entries: bytes | None = None
+    now = 0
+    for b in range(n_batches):
+        now += data.draw(st.sampled_from([0, 1, 400, TIMEOUT_MS, 3 * TIMEOUT_MS]))
+        batch = []
+        expected: list[OutputRow] = []
+        for p in parts:
+            lo, hi = pieces[p.number][b] if b < len(pieces[p.number]) else (0, 0)
+            recs = p.records[lo:hi]
+            batch += recs
+            known = groups.get(p.number)
+            if recs:
+                step = core.process(known[0] if known else None, recs, now)
+            elif known is not None and known[1] is not None and known[1] < now:
+                step = core.expire(known[0], now)
+            else:
+                continue
+            expected += step.outputs
+            groups[p.number] = (roundtrip(step.state), step.timeout_at_ms)
+        rnd.shuffle(batch)
+        got = slot.process(entries, batch, now)
+        assert got.outputs == expected
+        entries = bytes(got.entries)  # what the state store keeps
+        stored = decode(entries)
+        assert {k[1]: v[0] for k, v in stored.items()} == {k: v[0] for k, v in groups.items()}
+        deadlines = [d for _, d in groups.values() if d is not None]
+        assert got.timeout_at_ms == (min(deadlines) if deadlines else None)
+        assert got.partitions == len(groups)
+
+
+def test_a_quiet_partitions_overdue_transaction_expires_while_another_has_records() -> None:
+    slot = SlotAssembler(TransactionAssembler(AssemblerSettings(txn_timeout_ms=TIMEOUT_MS)))
+    first = slot.process(None, records([begin("a"), data("a")], partition=0), now_ms=0)
+    assert first.timeout_at_ms == TIMEOUT_MS
+    # Partition 1 has records at a time partition 0's transaction is overdue: it is rejected.
+    step = slot.process(first.entries, records([begin("b")], partition=1), TIMEOUT_MS + 1)
+    rejected = [r for r in step.outputs if r.partition == 0]
+    assert {r.kind for r in rejected} == {"REJECT"}
+    assert {r.txn_id for r in rejected} == {"a"}
+    assert all(r.reason.startswith("txn-timeout") for r in rejected if r.reason)
+    states = decode(step.entries)
+    assert states[(TOPIC, 0)][0].status is not TxnStatus.OPEN
+    assert states[(TOPIC, 1)][0].status is TxnStatus.OPEN
+    assert step.timeout_at_ms == 2 * TIMEOUT_MS + 1
+
+
+def test_the_state_value_round_trips_every_field() -> None:
+    states = {
+        ("t", 0): (PartitionState("t", 0), -1),
+        ("tópico", 7): (
+            PartitionState(
+                "tópico", 7, last_offset=99, txn_seq=4, status=TxnStatus.OPEN, txn_id="tx-ü",
+                txn_first_offset=90, txn_opened_at_ms=5, txn_begin_ts_ms=None,
+                txn_last_ts_ms=-3, txn_rows=2, txn_bytes=3, txn_buffer=b"\x00\xff\x01",
+            ),
+            1_005,
+        ),
+        ("t", 1): (
+            PartitionState(
+                "t", 1, last_offset=5, status=TxnStatus.REJECTING, txn_id="x",
+                reject_reason="txn-timeout: late",
+            ),
+            -1,
+        ),
+    }  # fmt: skip
+    assert decode(encode(states)) == states
+    assert decode(b"") == {}
+
+
+@pytest.mark.parametrize("cut", [1, 10, 60, -1])
+def test_a_damaged_state_value_is_a_state_error_not_a_wrong_state(cut: int) -> None:
+    value = encode({("t", 0): (PartitionState("t", 0, txn_id="abc", txn_buffer=b"xyz"), -1)})
+    with pytest.raises(StateError, match="corrupt assembler slot state"):
+        decode(value[:cut])
+
+
+def test_an_unknown_status_is_a_state_error() -> None:
+    value = bytearray(encode({("t", 0): (PartitionState("t", 0), -1)}))
+    value[4 + 8 + 64] = 9  # the status byte
+    with pytest.raises(StateError):
+        decode(bytes(value))
+
+
+def test_outputs_do_not_depend_on_the_order_records_arrive_in() -> None:
+    slot = SlotAssembler(TransactionAssembler(AssemblerSettings()))
+    recs = [
+        *records([begin("a"), data("a", 1), data("a", 2), end("a", 2)], partition=0),
+        *records([begin("b"), data("b", 3), end("b", 1)], partition=1),
+    ]
+    want = slot.process(None, recs, 0).outputs
+    for seed in range(5):
+        shuffled = list(recs)
+        random.Random(seed).shuffle(shuffled)
+        assert slot.process(None, shuffled, 0).outputs == want

@@ -307,7 +307,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             "## 4. Scaling (in-process, warm session)",
             "",
             "Rates over all batches, and over the batches after the first (warm: Kafka "
-            "consumers, Python workers and plans exist).",
+            "consumers, Python workers and plans exist), leaving out a last batch of less than "
+            "half a full one (the rate limit's rounding left over at the end of the data).",
             "",
             "| axis | shape | rows | pipeline rows/s | MB/s | bare stateful rows/s "
             "| pipeline / bare | warm pipeline rows/s | warm bare rows/s | warm pipeline / bare |",

@@ -188,10 +188,19 @@ def measure(
         for p in with_data
     )
     in_order = sorted(with_data, key=lambda p: int(p["batchId"]))
-    extra: dict[str, Any] = {"durations_ms": [dict(p["durationMs"]) for p in in_order]}
+    extra: dict[str, Any] = {
+        "durations_ms": [dict(p["durationMs"]) for p in in_order],
+        "batch_records": [int(p["numInputRows"]) for p in in_order],
+    }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
-    # running pipeline keeps, without the first batch's one-off start.
+    # running pipeline keeps, without the first batch's one-off start. Nor a last batch of
+    # less than half a full one: what the rate limit left over at the end of the pre-filled
+    # data (Spark rounds each partition's share), a batch's fixed cost for a few rows that a
+    # running pipeline does not pay; with many partitions it is there more often than not.
     warm = in_order[1:]
+    full = max((int(p["numInputRows"]) for p in warm), default=0)
+    if len(warm) > 1 and int(warm[-1]["numInputRows"]) * 2 < full:
+        warm = warm[:-1]
     warm_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in warm)
     if warm and warm_ms:
         warm_rows = rows * sum(p["numInputRows"] for p in warm) / n_records

@@ -115,7 +115,7 @@ def test_starting_offsets_take_the_connector_values(conf_file: Path, value: str)
 
 def test_consumers_do_not_wait_out_the_brokers_long_poll(conf_file: Path) -> None:
     # A task reading to the log end otherwise waits fetch.max.wait.ms (500 ms) for nothing.
-    assert load_config(conf_file).source.reader_options()["kafka.fetch.max.wait.ms"] == "10"
+    assert load_config(conf_file).source.reader_options()["kafka.fetch.max.wait.ms"] == "0"
     mine = load_config(conf_file, ["source.options.kafka.fetch.max.wait.ms=200"])
     assert mine.source.reader_options()["kafka.fetch.max.wait.ms"] == "200"
     # The driver's librdkafka calls take no Java consumer default.

@@ -29,6 +29,10 @@ class CheckpointFiles:
         offsets = self._path("offsets")
         return bool(self._fs.exists(offsets) and len(self._fs.listStatus(offsets)) > 0)
 
+    def exists(self, name: str) -> bool:
+        """Whether the file ``name`` is there, readable or not."""
+        return bool(self._fs.exists(self._path(name)))
+
     def read_json(self, name: str) -> Any:
         """The JSON file ``name`` next to the checkpoint; ``None`` when missing or unreadable."""
         path = self._path(name)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.checkpoint_files import CheckpointFiles
+from common.errors import CdcError, Terminal
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 LAYOUT_FILE = "cdc-state-layout.json"
 #: The grouping column of the slot layout.
 SLOT_COLUMN = "_cdc_slot"
+
+
+class LayoutError(CdcError, Terminal):
+    """The checkpoint's layout file is damaged: the partition-to-slot mapping is unknown."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ def plan_layout(spark: SparkSession, location: str, state_partitions: int) -> St
         location: the checkpoint location.
         state_partitions: the state-store partitions a new checkpoint gets (Spark's
             ``spark.sql.shuffle.partitions`` of this session).
+
+    Raises:
+        LayoutError: the layout file is there but damaged.
     """
     fs = CheckpointFiles(spark, location)
     stored = fs.read_json(LAYOUT_FILE)
@@ -56,10 +64,19 @@ def plan_layout(spark: SparkSession, location: str, state_partitions: int) -> St
         return StateLayout(state_partitions)
     if isinstance(stored, dict) and stored.get("layout") == "slots":
         slots = stored.get("slots")
-        if isinstance(slots, int) and slots > 0:
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
             return StateLayout(slots)
-        msg = f"{LAYOUT_FILE} in checkpoint {location} is damaged: {stored!r}"
-        raise ValueError(msg)
+    if stored is not None or fs.exists(LAYOUT_FILE):
+        # Guessing would map partitions to the wrong slots' states (or, taken for the layout
+        # before slots, fail on the state schema): restore the file or start afresh.
+        msg = (
+            f"{LAYOUT_FILE} in checkpoint {location} is damaged ({stored!r}): it must read "
+            '{"layout": "slots", "slots": N} with N the spark.sql.shuffle.partitions this '
+            "checkpoint was started with (its offsets/0 file); restore it, or use a new "
+            "pipeline.checkpoint-location (source.on-lost-checkpoint: resume starts it from "
+            "StarRocks' progress table)"
+        )
+        raise LayoutError(msg)
     log.warning(
         "checkpoint %s keys the assembler's state by Kafka partition (written before slots): "
         "it keeps that layout, whose cost per micro-batch grows with the partitions; the "

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from app.state_layout import LAYOUT_FILE, plan_layout, slot_keys, slot_of, spark_hash_int
+from app.state_layout import (
+    LAYOUT_FILE,
+    LayoutError,
+    plan_layout,
+    slot_keys,
+    slot_of,
+    spark_hash_int,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -71,9 +78,16 @@ def test_a_checkpoint_with_offsets_and_no_layout_is_from_before_slots(
     assert not (checkpoint / LAYOUT_FILE).exists()
 
 
-def test_a_damaged_layout_file_stops_the_start_naming_it(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "text", ['{"layout": "slots", "slots": 0}', '{"layout": "slots"}', "{not json", '"slots"']
+)
+def test_a_damaged_layout_file_stops_the_start_naming_it(
+    spark: Any, tmp_path: Path, text: str
+) -> None:
     checkpoint = tmp_path / "ckpt"
     _offsets(checkpoint)
-    (checkpoint / LAYOUT_FILE).write_text('{"layout": "slots", "slots": 0}')
-    with pytest.raises(ValueError, match=LAYOUT_FILE):
+    (checkpoint / LAYOUT_FILE).write_text(text)
+    with pytest.raises(LayoutError, match=LAYOUT_FILE) as refused:
         plan_layout(spark, str(checkpoint), 2)
+    assert str(checkpoint) in str(refused.value)
+    assert "pipeline.checkpoint-location" in str(refused.value)

@@ -1,0 +1,79 @@
+"""The slot adapter as ``applyInPandasWithState`` calls it, with a stand-in for ``GroupState``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from app.assembly import AssembleSlot
+from assembler import AssemblerSettings, encode_event
+from assembler.slots import SLOT_STATE_VERSION
+from assembler.state import StateError
+from tests.unit.assembler.builders import begin, data, end
+
+pytestmark = pytest.mark.unit
+
+NOW = 1_700_000_000_000
+
+
+class FakeState:
+    """What the adapter uses of Spark's ``GroupState``; keeps what it is given."""
+
+    def __init__(self, stored: tuple[Any, ...] | None = None, timed_out: bool = False) -> None:
+        self.stored = stored
+        self.hasTimedOut = timed_out
+        self.timeout: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.stored is not None
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        assert self.stored is not None
+        return self.stored
+
+    def getCurrentProcessingTimeMs(self) -> int:
+        return NOW
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.stored = value
+
+    def setTimeoutDuration(self, duration: int) -> None:
+        self.timeout = duration
+
+
+def chunk(*records: tuple[int, int, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "topic": ["cdc"] * len(records),
+            "partition": [p for p, _, _ in records],
+            "offset": [o for _, o, _ in records],
+            "value": [encode_event(e, "json") for _, _, e in records],
+            "timestamp": pd.to_datetime([NOW] * len(records), unit="ms"),
+        }
+    )
+
+
+def test_a_transaction_spanning_calls_is_emitted_whole_from_the_stored_slot() -> None:
+    fn = AssembleSlot(AssemblerSettings(txn_timeout_ms=5_000))
+    state = FakeState()
+    first = chunk((0, 0, begin("a")), (0, 1, data("a", 1)), (1, 0, begin("b")))
+    assert list(fn((7,), iter([first]), state)) == []  # type: ignore[arg-type]
+    assert state.stored is not None
+    assert state.stored[:2] == (SLOT_STATE_VERSION, 2)
+    assert state.timeout == 5_000
+    second = chunk((0, 2, end("a", 1)), (1, 1, data("b", 2)), (1, 2, end("b", 1)))
+    state.timeout = None
+    out: pd.DataFrame = pd.concat(list(fn((7,), iter([second]), state)))  # type: ignore[arg-type]
+    assert sorted(zip(out["partition"], out["txn_id"], strict=True)) == [(0, "a"), (1, "b")]
+    assert state.timeout is None, "nothing is open: no timeout is set"
+
+
+def test_a_slot_state_of_another_version_is_refused_naming_the_slot() -> None:
+    fn = AssembleSlot(AssemblerSettings())
+    state = FakeState((SLOT_STATE_VERSION + 1, 0, b""))
+    with pytest.raises(StateError, match=r"slot 7 .*incompatible release"):
+        list(fn((7,), iter([]), state))  # type: ignore[arg-type]

@@ -90,33 +90,41 @@ def assemble_per_partition(events: DataFrame, settings: AssemblerSettings) -> Da
     )
 
 
-class AssembleSlot:
-    """The function Spark calls once per slot and micro-batch (executor side).
+class _Assembling:
+    """A function Spark runs on executors.
 
-    Pickled with its settings; builds the assembler (and its decoder) lazily, once per
-    Python worker.
+    Pickled with its settings; builds the assembler (and its decoder) lazily, once per Python
+    worker.
     """
 
     def __init__(self, settings: AssemblerSettings) -> None:
         self._settings = settings
-        self._slots: SlotAssembler | None = None
+        self._assembler: TransactionAssembler | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The assembler holds a decoder (maybe an HTTP session): rebuild it on the executor.
-        return {"_settings": self._settings, "_slots": None}
+        return {"_settings": self._settings, "_assembler": None}
+
+    def assembler(self) -> TransactionAssembler:
+        """This worker's assembler."""
+        if self._assembler is None:
+            self._assembler = TransactionAssembler(self._settings)
+        return self._assembler
+
+
+class AssembleSlot(_Assembling):
+    """The function Spark calls once per slot and micro-batch (executor side)."""
 
     def __call__(
         self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
         """Apply this batch's records of one slot; yield the rows the core emits."""
-        if self._slots is None:
-            self._slots = SlotAssembler(TransactionAssembler(self._settings))
         # Spark's batch timestamp: the same when a batch is replayed after a crash, so a
         # replay takes the same timeout decisions as the first run.
         now_ms = int(state.getCurrentProcessingTimeMs())
         entries = _slot_entries(state.get, key) if state.exists else None
-        records = [] if state.hasTimedOut else list(_slot_records(chunks))
-        step = self._slots.process(entries, records, now_ms)
+        records = [] if state.hasTimedOut else list(_chunk_records(chunks))
+        step = SlotAssembler(self.assembler()).process(entries, records, now_ms)
         state.update((SLOT_STATE_VERSION, step.partitions, step.entries))
         if step.timeout_at_ms is not None:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
@@ -137,43 +145,33 @@ def _slot_entries(stored: tuple[Any, ...], key: tuple[Any, ...]) -> bytes:
     return bytes(stored[2])
 
 
-def _slot_records(chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
+def _chunk_records(chunks: Iterator[pd.DataFrame], keyed: bool = False) -> Iterator[SourceRecord]:
+    """Every record of the chunks, any partitions; with its Kafka key when ``keyed``."""
     # Chunks arrive in no guaranteed order; the core sorts each partition's records by offset.
     for chunk in chunks:
         if chunk.empty:
             continue
-        columns = (
+        columns = [
             chunk["topic"].tolist(),
             chunk["partition"].tolist(),
             chunk["offset"].tolist(),
             chunk["value"].tolist(),
             _epoch_ms(chunk["timestamp"]),
-        )
-        for topic, partition, offset, value, stamp in zip(*columns, strict=True):
-            yield SourceRecord(topic, partition, offset, value, stamp)
+        ]
+        if keyed:
+            columns.append(chunk["key"].tolist())
+        # Columns of one chunk, all of its length; map() builds the records in C.
+        yield from map(SourceRecord, *columns)
 
 
-class AssembleGroup:
-    """The function Spark calls once per (topic, partition) group and micro-batch (before slots).
-
-    Runs on executors; it is pickled with its settings and builds the assembler (and its
-    decoder) lazily, once per Python worker.
-    """
-
-    def __init__(self, settings: AssemblerSettings) -> None:
-        self._settings = settings
-        self._assembler: TransactionAssembler | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The assembler holds a decoder (maybe an HTTP session): rebuild it on the executor.
-        return {"_settings": self._settings, "_assembler": None}
+class AssembleGroup(_Assembling):
+    """The function Spark calls once per (topic, partition) group and micro-batch (before slots)."""
 
     def __call__(
         self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
         """Apply this batch's records of one group; yield the rows the core emits."""
-        if self._assembler is None:
-            self._assembler = TransactionAssembler(self._settings)
+        assembler = self.assembler()
         # Spark's batch timestamp: the same when a batch is replayed after a crash, so a
         # replay takes the same timeout decisions as the first run.
         now_ms = int(state.getCurrentProcessingTimeMs())
@@ -181,11 +179,11 @@ class AssembleGroup:
         if state.hasTimedOut:
             if previous is None:  # pragma: no cover - Spark only times out groups with state
                 return
-            step = self._assembler.expire(previous, now_ms)
+            step = assembler.expire(previous, now_ms)
         else:
             topic, partition = str(key[0]), int(key[1])
             records = list(_records(topic, partition, chunks))
-            step = self._assembler.process(previous, records, now_ms)
+            step = assembler.process(previous, records, now_ms)
         state.update(step.state.to_tuple())
         if step.timeout_at_ms is not None:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
@@ -266,26 +264,10 @@ class AssembleDebezium:
                 return
             step = self._assembler.expire(previous, now_ms)
         else:
-            records = list(_keyed_records(chunks))
+            records = list(_chunk_records(chunks, keyed=True))
             step = self._assembler.process(previous, records, now_ms)
         state.update(step.state)
         if step.timeout_at_ms is not None:
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
         if step.outputs:
             yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
-
-
-def _keyed_records(chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
-    for chunk in chunks:
-        if chunk.empty:
-            continue
-        columns = (
-            chunk["topic"].tolist(),
-            chunk["partition"].tolist(),
-            chunk["offset"].tolist(),
-            chunk["value"].tolist(),
-            _epoch_ms(chunk["timestamp"]),
-            chunk["key"].tolist(),
-        )
-        for topic, partition, offset, value, stamp, key in zip(*columns, strict=True):
-            yield SourceRecord(str(topic), int(partition), offset, value, stamp, key)

@@ -41,7 +41,7 @@ INCLUSIVE: tuple[tuple[str, str, str], ...] = (
     ("TransactionAssembler.process", "process", "assembler/machine.py"),
     ("event decoding (assembler/codecs.py)", "", "assembler/codecs.py"),
     ("state buffer encode/decode (assembler/buffer.py)", "", "assembler/buffer.py"),
-    ("pandas -> SourceRecord (_slot_records)", "_slot_records", "app/assembly.py"),
+    ("pandas -> SourceRecord (_chunk_records)", "_chunk_records", "app/assembly.py"),
     ("Arrow <-> pandas (pyspark/sql/pandas)", "", "pyspark/sql/pandas/"),
     ("sink loader on executors (sinks/starrocks/loader.py)", "", "sinks/starrocks/loader.py"),
 )

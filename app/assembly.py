@@ -53,10 +53,10 @@ def assemble_transactions(
         slots: group by slot, ``slots`` of them (:mod:`assembler.slots`); ``None``: the
             session's state-store partitions (``spark.sql.shuffle.partitions``).
     """
-    from app.state_layout import SLOT_COLUMN, slot_of
+    from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
 
     if slots is None:
-        slots = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200")
+        slots = session_state_partitions(events.sparkSession)
     return (
         events.select(*SOURCE_COLUMNS)
         .withColumn(SLOT_COLUMN, slot_of(slots))

@@ -30,7 +30,7 @@ from app.assembly import assemble_debezium, assemble_per_partition, assemble_tra
 from app.batch_count import BatchCounter, batch_stats
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
-from app.state_layout import plan_layout
+from app.state_layout import plan_layout, session_state_partitions
 from assembler.output import KIND_REJECT, KIND_ROW
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
@@ -257,8 +257,9 @@ def start_query(
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
         assembled = assemble_debezium(source, config.source.debezium)
     else:
-        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        layout = plan_layout(spark, config.pipeline.checkpoint_location, shuffle)
+        layout = plan_layout(
+            spark, config.pipeline.checkpoint_location, session_state_partitions(spark)
+        )
         assembled = (
             assemble_transactions(source, config.assembler, layout.slots)
             if layout.slots is not None

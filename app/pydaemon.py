@@ -31,8 +31,9 @@ class FreezingCollector:
     def collect(self, generation: int = 2) -> int:
         """Collect, then freeze the survivors if modules were imported since the last freeze."""
         found = gc.collect(generation)
-        if self._imports() != self._at_freeze:
-            self._at_freeze = self._imports()
+        imports = self._imports()
+        if imports != self._at_freeze:
+            self._at_freeze = imports
             gc.freeze()
         return found
 

@@ -86,6 +86,11 @@ def plan_layout(spark: SparkSession, location: str, state_partitions: int) -> St
     return StateLayout(None)
 
 
+def session_state_partitions(spark: SparkSession) -> int:
+    """The state-store partitions a new checkpoint of this session gets."""
+    return int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+
+
 def slot_of(slots: int) -> Column:
     """The slot of each Kafka record: spreads one topic's partitions evenly over the slots.
 

@@ -1,0 +1,74 @@
+"""Spark's progress events reach the reporter through the app's listener (real Spark, Kafka)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from app.progress import ProgressListener, ProgressReporter
+from app.source import read_kafka_stream
+from devstack.kafka import KafkaBroker
+
+pytestmark = pytest.mark.integration
+
+
+class _Recording(ProgressReporter):
+    def __init__(self) -> None:
+        super().__init__(enabled=False)
+        self.progress: list[tuple[int, int, dict[str, Any]]] = []
+
+    def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
+        self.progress.append((batch_id, input_rows, end_offsets))
+        super().on_progress(batch_id, input_rows, end_offsets)
+
+
+def _read(df: Any, _batch_id: int) -> None:
+    df.count()  # a batch's input rows are the rows its jobs read
+
+
+def _run(spark: Any, options: dict[str, str], name: str, checkpoint: Path) -> None:
+    query = (
+        read_kafka_stream(spark, options)
+        .writeStream.queryName(name)
+        .foreachBatch(_read)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180), "the query did not finish"
+    assert query.exception() is None
+
+
+def test_each_batch_of_its_query_reaches_the_reporter_with_its_end_offsets(
+    spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
+) -> None:
+    topic = unique_topic(2)
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+    for partition, count in ((0, 3), (1, 2)):
+        for _ in range(count):
+            producer.produce(topic, value=b"x", partition=partition)
+    assert producer.flush(60) == 0
+    options = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+    }
+    reporter = _Recording()
+    listener = ProgressListener(reporter, "ours")
+    spark.streams.addListener(listener)
+    try:
+        _run(spark, options, "another", tmp_path / "other")
+        _run(spark, options, "ours", tmp_path / "ours")
+        deadline = time.monotonic() + 30  # the listener bus delivers asynchronously
+        while not reporter.progress and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        spark.streams.removeListener(listener)
+    assert reporter.progress == [(0, 5, {topic: {"0": 3, "1": 2}})]
+    # Every partition consumed past the last transaction it emitted (none): both open.
+    assert reporter.open_transactions == 2

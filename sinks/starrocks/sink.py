@@ -53,11 +53,11 @@ from sinks.starrocks.labels import make_label
 from sinks.starrocks.loader import (
     ANY_TABLE,
     LOADER_COLUMNS,
-    REPORT_SCHEMA,
     LoadPlan,
     PartitionLoader,
     TableReport,
     parse_reports,
+    report_schema,
 )
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.sql import StarRocksSql, dead_letter_table_ddl, progress_table_ddl
@@ -265,10 +265,14 @@ class StarRocksSink(Sink):
             raise ValueError(msg)
         from pyspark import StorageLevel
 
-        # A filtered transaction's dead letters are keyed and timed like the assembler's.
-        extra = ("first_offset", "source_ts_ms", *(tally.columns if tally else ()))
-        present = [c for c in dict.fromkeys(extra) if c in batch_df.columns]
-        df = batch_df.select(*INPUT_COLUMNS, *[c for c in present if c not in INPUT_COLUMNS])
+        if tally is None:
+            # A filtered transaction's dead letters are keyed and timed like the assembler's.
+            extra = [c for c in ("first_offset", "source_ts_ms") if c in batch_df.columns]
+            df = batch_df.select(*INPUT_COLUMNS, *extra)
+        else:
+            # Read once, by the load job, which selects what it reads: no Dataset of its own
+            # here (each costs ~10 ms of the driver's time per batch, analysis included).
+            df = batch_df
         # Read twice (stats, then load): cache unless the caller already did, so the
         # upstream (stateful) plan is not recomputed. A counted batch is read once.
         level = batch_df.storageLevel
@@ -605,7 +609,7 @@ class SparkLoadJob:
             df.repartition(tasks, "table")
             .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
             .select(*dict.fromkeys(columns))
-            .mapInArrow(PartitionLoader(plan), REPORT_SCHEMA)
+            .mapInArrow(PartitionLoader(plan), report_schema())
         )
         sc = df.sparkSession.sparkContext
         tracker = sc.statusTracker()

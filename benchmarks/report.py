@@ -22,6 +22,13 @@ TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}
 STEADY_KEYS = ("e2e_steady", "e2e_steady_250")
 
 
+def _spread(values: list[float] | None) -> str:
+    """`` (low-high)`` of a few rounds' values, or nothing for one round."""
+    if not values or len(values) < 2:
+        return ""
+    return f" ({min(values):,.0f}-{max(values):,.0f})"
+
+
 def _f(x: Any, fmt: str = ",.0f") -> str:
     if x is None or x == "":
         return "-"
@@ -177,6 +184,20 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 f"{_f(r.get('wall_s'), '.1f')} | {_f(ratio, '.2f') if ratio else '-'} |"
             )
         md.append("")
+        rounds = ceil["runs"].get("pipeline", {}).get("rounds_rows_per_s") or []
+        if len(rounds) > 1:
+            md += [
+                f"Each query ran {len(rounds)} times, the queries one after the other each "
+                "round; the table shows each query's median round. Pipeline / this, round by "
+                "round: "
+                + "; ".join(
+                    f"{title} {', '.join(f'{x:.2f}' for x in ceil['round_ratios'][key])}"
+                    for key, title in CEILING_ORDER
+                    if key in ceil.get("round_ratios", {})
+                )
+                + ".",
+                "",
+            ]
         md += ["Targets: pipeline >= 0.7 x bare stateful, >= 0.85 x pass-through.", ""]
         if "ceilings.png" in images:
             md += [f"![ceilings]({image_prefix}ceilings.png)", ""]
@@ -184,10 +205,12 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         for key, _ in CEILING_ORDER:
             if key in ceil["ratios"]:
                 target = TARGETS.get(key)
+                spread = ceil.get("round_ratios", {}).get(key)
                 summary.append(
                     f"  / {key:<17} {ceil['ratios'][key]:6.2f}  "
                     f"({_f(ceil['ratios_cpu'].get(key), '.2f')})"
                     + (f"   target >= {target}" if target else "")
+                    + (f"   rounds {min(spread):.2f}-{max(spread):.2f}" if spread else "")
                 )
         pipe = ceil["runs"].get("pipeline", {})
         summary.append(f"  pipeline: {_f(pipe.get('rows_per_s'))} rows/s in process")
@@ -310,6 +333,15 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             "consumers, Python workers and plans exist), leaving out a last batch of less than "
             "half a full one (the rate limit's rounding left over at the end of the data).",
             "",
+        ]
+        rounds = len(sweeps["partitions"][0]["pipeline"].get("rounds_warm_rows_per_s") or [])
+        if rounds > 1:
+            md += [
+                f"Each shape ran {rounds} times, every shape once per round; each row is the "
+                "median round by warm rate (pipeline and bare each their own).",
+                "",
+            ]
+        md += [
             "| axis | shape | rows | pipeline rows/s | MB/s | bare stateful rows/s "
             "| pipeline / bare | warm pipeline rows/s | warm bare rows/s | warm pipeline / bare |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -320,10 +352,16 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 md.append(
                     f"| {axis} | {p['shape']} | {p['rows']:,} | {_f(pipe['rows_per_s'])} | "
                     f"{_f(pipe['mb_per_s'], '.2f')} | {_f(bare['rows_per_s'])} "
-                    f"| {_f(p['ratio'], '.2f')} | {_f(pipe.get('warm_rows_per_s'))} "
+                    f"| {_f(p['ratio'], '.2f')} | {_f(pipe.get('warm_rows_per_s'))}"
+                    f"{_spread(pipe.get('rounds_warm_rows_per_s'))} "
                     f"| {_f(bare.get('warm_rows_per_s'))} | {_f(p.get('warm_ratio'), '.2f')} |"
                 )
         md.append("")
+        by_partitions = {p["partitions"]: p["pipeline"] for p in sweeps["partitions"]}
+        if 4 in by_partitions and 64 in by_partitions:
+            four = by_partitions[4].get("warm_rows_per_s") or 0.0
+            flat = (by_partitions[64].get("warm_rows_per_s") or 0.0) / four if four else 0.0
+            summary.append(f"scaling: warm pipeline rows/s, 64 / 4 partitions {flat:.2f}")
         if "scaling.png" in images:
             md += [f"![scaling]({image_prefix}scaling.png)", ""]
     lat_rows = res.get("latency_vs_trigger")

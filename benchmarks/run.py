@@ -61,6 +61,8 @@ class Sizes:
     trigger_rate: float
     open_rows: tuple[int, ...]
     open_partitions: int
+    ceiling_rounds: int
+    sweep_rounds: int
 
 
 FULL = Sizes(
@@ -74,6 +76,8 @@ FULL = Sizes(
     trigger_rate=50,
     open_rows=(250, 1000, 4000),
     open_partitions=16,
+    ceiling_rounds=3,
+    sweep_rounds=3,
 )
 QUICK = Sizes(
     main_rows=4_000,
@@ -86,6 +90,8 @@ QUICK = Sizes(
     trigger_rate=20,
     open_rows=(50, 200),
     open_partitions=4,
+    ceiling_rounds=1,
+    sweep_rounds=1,
 )
 PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
 #: The in-process queries of the ceilings part, in the order they run.
@@ -112,8 +118,12 @@ STEP_WEIGHTS = {
 }
 
 
-def plan_steps(skip: set[str]) -> list[tuple[str, float]]:
-    """The steps ``main`` will announce, in order, with their ETA weights."""
+def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[tuple[str, float]]:
+    """The steps ``main`` will announce, in order, with their ETA weights.
+
+    ``rounds``: how many times the ceiling queries run, one after the other each round;
+    ``sweep_rounds``: the same for the sweeps' shapes (one step).
+    """
     steps: list[tuple[str, float]] = [("start broker + emulator", STEP_WEIGHTS["stack"])]
     if "ceilings" not in skip:
         steps += [
@@ -122,12 +132,21 @@ def plan_steps(skip: set[str]) -> list[tuple[str, float]]:
             ("emulator ingest", STEP_WEIGHTS["emulator"]),
         ]
         steps.append((f"warm-up ({SOURCE})", STEP_WEIGHTS["warm-up"]))
-        steps += [(f"{query} ({SOURCE})", STEP_WEIGHTS[query]) for query in CEILING_QUERIES]
+        steps += [
+            (_round_label(f"{query} ({SOURCE})", r, rounds), STEP_WEIGHTS[query])
+            for r in range(1, rounds + 1)
+            for query in CEILING_QUERIES
+        ]
     for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady"):
         if part not in skip:
             label = part if part == "assembler" else f"{part} ({SOURCE})"
-            steps.append((label, STEP_WEIGHTS[part]))
+            weight = STEP_WEIGHTS[part] * (sweep_rounds if part == "sweeps" else 1)
+            steps.append((label, weight))
     return steps
+
+
+def _round_label(label: str, r: int, rounds: int) -> str:
+    return f"{label}, round {r}/{rounds}" if rounds > 1 else label
 
 
 def git_commit() -> str:
@@ -310,17 +329,23 @@ class Bench:
                 self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
             )
 
-        runs = dict(shared)
-        for name in CEILING_QUERIES:
-            self.step(f"{name} ({SOURCE})")
-            if name in ("passthrough", "pipeline"):
-                self.truncate()
-            run = q.measure(name, plan(name), **kw)
-            runs[name] = run.as_dict()
-            log(
-                f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, {run.batch_s:.1f} s;"
-                f" wall {run.wall_s:.1f} s; {run.rows_per_cpu_s:,.0f} rows/cpu-s)"
-            )
+        # Each query runs once per round, rounds one after the other, so that a burst of
+        # other load hits one round of every query, not every round of one; each query's
+        # median round is the one compared (one run of 4 batches varies by +-20 %).
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in CEILING_QUERIES}
+        for r in range(1, s.ceiling_rounds + 1):
+            for name in CEILING_QUERIES:
+                self.step(_round_label(f"{name} ({SOURCE})", r, s.ceiling_rounds))
+                if name in ("passthrough", "pipeline"):
+                    self.truncate()
+                run = q.measure(name, plan(name), **kw)
+                rounds[name].append(run.as_dict())
+                log(
+                    f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, "
+                    f"{run.batch_s:.1f} s; wall {run.wall_s:.1f} s; "
+                    f"{run.rows_per_cpu_s:,.0f} rows/cpu-s)"
+                )
+        runs = {**shared, **{name: median_round(done) for name, done in rounds.items()}}
         self.results["ceilings"] = {**ceiling_ratios(runs), "source": SOURCE}
 
     # -- 3: the assembler alone ------------------------------------------------------------------
@@ -357,59 +382,65 @@ class Bench:
             "row_bytes": [Shape(4, 10, 100), Shape(4, 10, 1000)],
         }
         self.step(f"sweeps ({SOURCE})")
-        done: dict[Shape, dict[str, Any]] = {}
-        out: dict[str, list[dict[str, Any]]] = {}
-        for axis, shapes in points.items():
-            out[axis] = []
+        shapes = list(dict.fromkeys(shape for shapes in points.values() for shape in shapes))
+        data: dict[Shape, tuple[str, Any]] = {}
+        for shape in shapes:
+            # Transactions of 1000 rows: at least 8 per partition.
+            rows = max(s.sweep_rows, shape.partitions * shape.txn_rows * 8)
+            if shape.txn_rows >= 1000 and s is QUICK:
+                rows = shape.partitions * shape.txn_rows * 2
+            data[shape] = self.prefill(shape, rows, "sweep")
+        # Every shape once per round, rounds one after the other (as the ceilings): each
+        # shape's median round is reported, by the warm rate.
+        runs: dict[Shape, dict[str, list[dict[str, Any]]]] = {
+            shape: {"pipeline": [], "bare": []} for shape in shapes
+        }
+        for r in range(1, s.sweep_rounds + 1):
             for shape in shapes:
-                if shape not in done:
-                    # Transactions of 1000 rows: at least 8 per partition.
-                    rows = max(s.sweep_rows, shape.partitions * shape.txn_rows * 8)
-                    if shape.txn_rows >= 1000 and s is QUICK:
-                        rows = shape.partitions * shape.txn_rows * 2
-                    topic, prod = self.prefill(shape, rows, "sweep")
-                    kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
-                    # Five batches: the first one's start is reported apart from the warm rate.
-                    per_batch = max(1, prod.records // 5)
-                    src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, per_batch)
-                    bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
-                    self.truncate()
-                    pipe = q.measure(
-                        "pipeline",
-                        q.pipeline(
-                            self.spark,
-                            self.stack,
-                            topic,
-                            per_batch,
-                            f"sweep-{uuid.uuid4().hex[:6]}",
-                        ),
-                        **kw,
-                    )
-                    done[shape] = {
-                        "shape": shape.label(),
-                        "partitions": shape.partitions,
-                        "txn_rows": shape.txn_rows,
-                        "row_bytes": shape.row_bytes,
-                        "rows": prod.rows,
-                        "pipeline": pipe.as_dict(),
-                        "bare_stateful": bare.as_dict(),
-                        "ratio": pipe.rows_per_s / bare.rows_per_s if bare.rows_per_s else 0.0,
-                    }
-                    warm = {
-                        "pipeline": pipe.extra.get("warm_rows_per_s", 0.0),
-                        "bare": bare.extra.get("warm_rows_per_s", 0.0),
-                    }
-                    done[shape]["warm_ratio"] = (
-                        warm["pipeline"] / warm["bare"] if warm["bare"] else 0.0
-                    )
-                    log(
-                        f"  {shape.label()}: pipeline {pipe.rows_per_s:,.0f} rows/s "
-                        f"({pipe.mb_per_s:.2f} MB/s), bare {bare.rows_per_s:,.0f} rows/s; "
-                        f"after the first batch: pipeline {warm['pipeline']:,.0f}, "
-                        f"bare {warm['bare']:,.0f} rows/s"
-                    )
-                out[axis].append(done[shape])
-        self.results["sweeps"] = out
+                topic, prod = data[shape]
+                kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+                # Five batches: the first one's start is reported apart from the warm rate.
+                per_batch = max(1, prod.records // 5)
+                src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, per_batch)
+                bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
+                self.truncate()
+                name = f"sweep-{uuid.uuid4().hex[:6]}"
+                pipe = q.measure(
+                    "pipeline", q.pipeline(self.spark, self.stack, topic, per_batch, name), **kw
+                )
+                runs[shape]["pipeline"].append(pipe.as_dict())
+                runs[shape]["bare"].append(bare.as_dict())
+                log(
+                    f"  {shape.label()}{_round_label('', r, s.sweep_rounds)}: pipeline "
+                    f"{pipe.rows_per_s:,.0f} rows/s ({pipe.mb_per_s:.2f} MB/s), bare "
+                    f"{bare.rows_per_s:,.0f} rows/s; after the first batch: pipeline "
+                    f"{pipe.extra.get('warm_rows_per_s', 0.0):,.0f}, bare "
+                    f"{bare.extra.get('warm_rows_per_s', 0.0):,.0f} rows/s"
+                )
+        done: dict[Shape, dict[str, Any]] = {}
+        for shape in shapes:
+            pipe_d = median_round(runs[shape]["pipeline"], "warm_rows_per_s")
+            bare_d = median_round(runs[shape]["bare"], "warm_rows_per_s")
+            warm = {
+                "pipeline": pipe_d.get("warm_rows_per_s", 0.0),
+                "bare": bare_d.get("warm_rows_per_s", 0.0),
+            }
+            done[shape] = {
+                "shape": shape.label(),
+                "partitions": shape.partitions,
+                "txn_rows": shape.txn_rows,
+                "row_bytes": shape.row_bytes,
+                "rows": data[shape][1].rows,
+                "pipeline": pipe_d,
+                "bare_stateful": bare_d,
+                "ratio": (
+                    pipe_d["rows_per_s"] / bare_d["rows_per_s"] if bare_d["rows_per_s"] else 0.0
+                ),
+                "warm_ratio": warm["pipeline"] / warm["bare"] if warm["bare"] else 0.0,
+            }
+        self.results["sweeps"] = {
+            axis: [done[shape] for shape in shapes] for axis, shapes in points.items()
+        }
 
     def latency(self) -> None:
         """Visibility latency vs trigger interval, in process, at a steady moderate rate."""
@@ -584,6 +615,12 @@ class Bench:
             )
 
 
+def median_round(done: list[dict[str, Any]], by: str = "rows_per_s") -> dict[str, Any]:
+    """The run of median ``by`` (the lower one of an even count), with every round's value."""
+    ordered = sorted(done, key=lambda run: float(run.get(by, 0.0)))
+    return {**ordered[(len(ordered) - 1) // 2], f"rounds_{by}": [run.get(by) for run in done]}
+
+
 def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
     """``{"runs", "ratios", "ratios_cpu"}``: the pipeline's rate over each other run's."""
     pipe = runs.get("pipeline") or {}
@@ -597,7 +634,19 @@ def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
         for k, v in runs.items()
         if k != "pipeline" and v.get("rows_per_cpu_s") and pipe.get("rows_per_cpu_s")
     }
-    return {"runs": runs, "ratios": ratios, "ratios_cpu": ratios_cpu}
+    # Round by round (queries measured a few seconds apart): how much the ratio moves.
+    pipe_rounds = pipe.get("rounds_rows_per_s") or []
+    round_ratios = {
+        k: [p / r for p, r in zip(pipe_rounds, v["rounds_rows_per_s"], strict=True) if r]
+        for k, v in runs.items()
+        if k != "pipeline" and len(v.get("rounds_rows_per_s") or []) == len(pipe_rounds) > 1
+    }
+    return {
+        "runs": runs,
+        "ratios": ratios,
+        "ratios_cpu": ratios_cpu,
+        "round_ratios": round_ratios,
+    }
 
 
 def emulator_ingest(bench: Bench, prod: Any, rows_per_record: float) -> dict[str, Any]:
@@ -713,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample_load, daemon=True).start()
     log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
-    bench.progress = Progress(plan_steps(skip), emit=log)
+    bench.progress = Progress(plan_steps(skip, sizes.ceiling_rounds, sizes.sweep_rounds), emit=log)
     try:
         bench.step("start broker + emulator")
         bench.stack.start()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.run import ceiling_ratios, plan_steps
+from benchmarks.run import ceiling_ratios, median_round, plan_steps
 
 pytestmark = pytest.mark.unit
 
@@ -36,3 +36,18 @@ def test_plan_names_the_source_and_drops_skipped_parts() -> None:
     ]
     assert "pipeline (kafka)" in labels
     assert labels[-2:] == ["assembler", "catchup (kafka)"]
+
+
+def test_each_query_keeps_its_median_round_and_every_round_ratio() -> None:
+    pipe = median_round([{"rows_per_s": r, "batches": i} for i, r in enumerate((30.0, 10.0, 20.0))])
+    bare = median_round([{"rows_per_s": r} for r in (60.0, 40.0, 50.0)])
+    assert (pipe["rows_per_s"], pipe["batches"]) == (20.0, 2)
+    res = ceiling_ratios({"pipeline": pipe, "bare_stateful": bare})
+    assert res["ratios"] == {"bare_stateful": 0.4}
+    assert res["round_ratios"] == {"bare_stateful": [0.5, 0.25, 0.4]}
+
+
+def test_plan_repeats_the_ceiling_queries_each_round() -> None:
+    labels = [label for label, _ in plan_steps(set(), rounds=3)]
+    assert labels.count("pipeline (kafka), round 3/3") == 1
+    assert sum(" round " in label for label in labels) == 15

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from app.progress import ProgressListener, ProgressReporter
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker
+from devstack.kafka import KafkaBroker, produce
+from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
 
@@ -48,16 +48,9 @@ def test_each_batch_of_its_query_reaches_the_reporter_with_its_end_offsets(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(2)
-    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
     for partition, count in ((0, 3), (1, 2)):
-        for _ in range(count):
-            producer.produce(topic, value=b"x", partition=partition)
-    assert producer.flush(60) == 0
-    options = {
-        "kafka.bootstrap.servers": kafka_broker.bootstrap,
-        "subscribe": topic,
-        "startingOffsets": "earliest",
-    }
+        produce(kafka_broker.bootstrap, topic, [b"x"] * count, partition=partition)
+    options = from_start(kafka_broker.bootstrap, topic)
     reporter = _Recording()
     listener = ProgressListener(reporter, "ours")
     spark.streams.addListener(listener)

@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 
 from app.source import read_kafka_stream
 from devstack.kafka import KafkaBroker
+from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
 
@@ -42,9 +43,7 @@ def test_batches_after_the_first_build_no_new_consumers(
             producer.produce(topic, value=b"x", partition=partition)
     assert producer.flush(60) == 0
     options = {
-        "kafka.bootstrap.servers": kafka_broker.bootstrap,
-        "subscribe": topic,
-        "startingOffsets": "earliest",
+        **from_start(kafka_broker.bootstrap, topic),
         "maxOffsetsPerTrigger": str(PARTITIONS),  # one record per partition and batch
     }
     after_batch: list[set[str]] = []

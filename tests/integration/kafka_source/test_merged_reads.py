@@ -10,12 +10,9 @@ import pytest
 
 from app.source import READ_TASKS_PER_CORE, read_kafka_stream
 from devstack.kafka import KafkaBroker, produce
+from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
-
-
-def _options(bootstrap: str, topic: str) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"}
 
 
 def _counts(spark: Any, events: Any, checkpoint: Path) -> dict[int, int]:
@@ -43,9 +40,9 @@ def test_reads_are_merged_without_a_shuffle(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str]
 ) -> None:
     topic = unique_topic(8)
-    plan = read_kafka_stream(spark, _options(kafka_broker.bootstrap, topic), 3)
+    plan = read_kafka_stream(spark, from_start(kafka_broker.bootstrap, topic), 3)
     assert "Repartition 3, false" in plan._jdf.queryExecution().logical().toString()
-    default = read_kafka_stream(spark, _options(kafka_broker.bootstrap, topic))
+    default = read_kafka_stream(spark, from_start(kafka_broker.bootstrap, topic))
     tasks = READ_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
     assert f"Repartition {tasks}, false" in default._jdf.queryExecution().logical().toString()
 
@@ -54,7 +51,7 @@ def test_a_checkpoint_written_with_one_task_per_partition_resumes_merged(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(6)
-    options = _options(kafka_broker.bootstrap, topic)
+    options = from_start(kafka_broker.bootstrap, topic)
 
     def fill() -> None:
         for partition in range(6):

@@ -641,11 +641,20 @@ def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
         for k, v in runs.items()
         if k != "pipeline" and len(v.get("rounds_rows_per_s") or []) == len(pipe_rounds) > 1
     }
+    # The pipeline runs the assembler and then the sink: its rate cannot exceed the assembler's
+    # (source -> assembler -> noop), so neither can its ratio to a ceiling.
+    asm = (runs.get("source_assembler") or {}).get("rows_per_s")
+    bounds = {
+        k: asm / v["rows_per_s"]
+        for k, v in runs.items()
+        if asm and k in ("bare_stateful", "passthrough") and v.get("rows_per_s")
+    }
     return {
         "runs": runs,
         "ratios": ratios,
         "ratios_cpu": ratios_cpu,
         "round_ratios": round_ratios,
+        "assembler_bounds": bounds,
     }
 
 

@@ -26,6 +26,18 @@ def test_ratios_without_a_pipeline_run_are_empty() -> None:
     assert res["ratios"] == {}
 
 
+def test_the_assembler_alone_bounds_the_pipeline_ratios() -> None:
+    res = ceiling_ratios(
+        {
+            **runs(5_000, 10_000, 2_000),
+            "passthrough": {"rows_per_s": 8_000.0},
+            "source_assembler": {"rows_per_s": 6_000.0},
+        }
+    )
+    assert res["assembler_bounds"] == {"bare_stateful": 0.6, "passthrough": 0.75}
+    assert ceiling_ratios(runs(5_000, 10_000, 2_000))["assembler_bounds"] == {}
+
+
 def test_plan_names_the_source_and_drops_skipped_parts() -> None:
     labels = [label for label, _ in plan_steps({"sweeps", "latency", "state", "steady"})]
     assert labels[:4] == [

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from benchmarks.report import write_report
 from benchmarks.run import ceiling_ratios, median_round, plan_steps
 
 pytestmark = pytest.mark.unit
@@ -63,3 +66,16 @@ def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     labels = [label for label, _ in plan_steps(set(), rounds=3)]
     assert labels.count("pipeline (kafka), round 3/3") == 1
     assert sum(" round " in label for label in labels) == 15
+
+
+def test_the_report_prints_the_bound_under_the_ratios(tmp_path: Path) -> None:
+    ceil = ceiling_ratios(
+        {**runs(5_000, 10_000, 2_000), "source_assembler": {"rows_per_s": 6_000.0}}
+    )
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    summary = write_report({"main": main, "ceilings": ceil}, tmp_path)
+    assert "  max / bare_stateful   0.60  (source -> assembler -> noop over it)" in summary
+    assert (
+        "bounds the pipeline's ratio from above: bare_stateful 0.60."
+        in (tmp_path / "report.md").read_text()
+    )

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import spark_queries
+from benchmarks.report import TARGETS
 from benchmarks.spark_queries import SOURCE
 from devstack.progress import Progress
 
@@ -403,7 +404,7 @@ class Bench:
                 topic, prod = data[shape]
                 kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
                 # The first batch's start is reported apart from the warm rate; fifteen
-                # batches, not five: a four-batch warm rate of ~2 s varied by +-15 % between
+                # batches, not five: a four-batch warm rate of ~2 s varied by +-8 % between
                 # rounds (64 / 4 partitions 0.96, 0.80, 0.90 in three rounds at 20:18).
                 per_batch = max(1, prod.records // s.sweep_batches)
                 src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, per_batch)
@@ -647,12 +648,12 @@ def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
         if k != "pipeline" and len(v.get("rounds_rows_per_s") or []) == len(pipe_rounds) > 1
     }
     # The pipeline runs the assembler and then the sink: its rate cannot exceed the assembler's
-    # (source -> assembler -> noop), so neither can its ratio to a ceiling.
+    # (source -> assembler -> noop), so neither can its ratio to a targeted ceiling.
     asm = (runs.get("source_assembler") or {}).get("rows_per_s")
     bounds = {
         k: asm / v["rows_per_s"]
         for k, v in runs.items()
-        if asm and k in ("bare_stateful", "passthrough") and v.get("rows_per_s")
+        if asm and k in TARGETS and v.get("rows_per_s")
     }
     return {
         "runs": runs,

@@ -352,26 +352,43 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 "",
             ]
         md += [
+            "The pipeline's own cost is its warm time per row minus that of Spark's reading "
+            "of the same topic (source -> noop, the same round): the assembler, the sink and "
+            "their stages, without the Kafka read that any query of the topic pays.",
+            "",
             "| axis | shape | rows | pipeline rows/s | MB/s | bare stateful rows/s "
-            "| pipeline / bare | warm pipeline rows/s | warm bare rows/s | warm pipeline / bare |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| pipeline / bare | warm pipeline rows/s | warm bare rows/s | warm pipeline / bare "
+            "| warm source -> noop rows/s | pipeline's own µs per row |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for axis, pts in sweeps.items():
             for p in pts:
                 pipe, bare = p["pipeline"], p["bare_stateful"]
+                own = p.get("rounds_own_us_per_row") or []
                 md.append(
                     f"| {axis} | {p['shape']} | {p['rows']:,} | {_f(pipe['rows_per_s'])} | "
                     f"{_f(pipe['mb_per_s'], '.2f')} | {_f(bare['rows_per_s'])} "
                     f"| {_f(p['ratio'], '.2f')} | {_f(pipe.get('warm_rows_per_s'))}"
                     f"{_spread(pipe.get('rounds_warm_rows_per_s'))} "
-                    f"| {_f(bare.get('warm_rows_per_s'))} | {_f(p.get('warm_ratio'), '.2f')} |"
+                    f"| {_f(bare.get('warm_rows_per_s'))} | {_f(p.get('warm_ratio'), '.2f')} "
+                    f"| {_f((p.get('source') or {}).get('warm_rows_per_s'))} "
+                    f"| {_f(p.get('own_us_per_row'), '.1f')}"
+                    + (f" ({min(own):.1f}-{max(own):.1f})" if len(own) > 1 else "")
+                    + " |"
                 )
         md.append("")
-        by_partitions = {p["partitions"]: p["pipeline"] for p in sweeps["partitions"]}
+        by_partitions = {p["partitions"]: p for p in sweeps["partitions"]}
         if 4 in by_partitions and 64 in by_partitions:
-            four = by_partitions[4].get("warm_rows_per_s") or 0.0
-            flat = (by_partitions[64].get("warm_rows_per_s") or 0.0) / four if four else 0.0
-            summary.append(f"scaling: warm pipeline rows/s, 64 / 4 partitions {flat:.2f}")
+            four, many = by_partitions[4], by_partitions[64]
+            rate = four["pipeline"].get("warm_rows_per_s") or 0.0
+            flat = (many["pipeline"].get("warm_rows_per_s") or 0.0) / rate if rate else 0.0
+            line = f"scaling: warm pipeline rows/s, 64 / 4 partitions {flat:.2f}"
+            if four.get("own_us_per_row") and many.get("own_us_per_row"):
+                line += (
+                    f"; own µs per row (minus source -> noop), 64 / 4 partitions "
+                    f"{many['own_us_per_row'] / four['own_us_per_row']:.2f}"
+                )
+            summary.append(line)
         if "scaling.png" in images:
             md += [f"![scaling]({image_prefix}scaling.png)", ""]
     lat_rows = res.get("latency_vs_trigger")

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
@@ -397,7 +398,7 @@ class Bench:
         # Every shape once per round, rounds one after the other (as the ceilings): each
         # shape's median round is reported, by the warm rate.
         runs: dict[Shape, dict[str, list[dict[str, Any]]]] = {
-            shape: {"pipeline": [], "bare": []} for shape in shapes
+            shape: {"pipeline": [], "bare": [], "source": []} for shape in shapes
         }
         for r in range(1, s.sweep_rounds + 1):
             for shape in shapes:
@@ -408,6 +409,9 @@ class Bench:
                 # rounds (64 / 4 partitions 0.96, 0.80, 0.90 in three rounds at 20:18).
                 per_batch = max(1, prod.records // s.sweep_batches)
                 src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, per_batch)
+                # Spark's own reading of the topic, which grows with its partitions: what the
+                # pipeline costs beyond it is the product's (own_us_per_row).
+                read = q.measure("source", q.to_noop(src, "sweep_source"), **kw)
                 bare = q.measure("bare", q.to_noop(q.trivial_stateful(src), "sweep_bare"), **kw)
                 self.truncate()
                 name = f"sweep-{uuid.uuid4().hex[:6]}"
@@ -416,17 +420,20 @@ class Bench:
                 )
                 runs[shape]["pipeline"].append(pipe.as_dict())
                 runs[shape]["bare"].append(bare.as_dict())
+                runs[shape]["source"].append(read.as_dict())
                 log(
                     f"  {shape.label()}{_round_label('', r, s.sweep_rounds)}: pipeline "
                     f"{pipe.rows_per_s:,.0f} rows/s ({pipe.mb_per_s:.2f} MB/s), bare "
                     f"{bare.rows_per_s:,.0f} rows/s; after the first batch: pipeline "
                     f"{pipe.extra.get('warm_rows_per_s', 0.0):,.0f}, bare "
-                    f"{bare.extra.get('warm_rows_per_s', 0.0):,.0f} rows/s"
+                    f"{bare.extra.get('warm_rows_per_s', 0.0):,.0f}, source -> noop "
+                    f"{read.extra.get('warm_rows_per_s', 0.0):,.0f} rows/s"
                 )
         done: dict[Shape, dict[str, Any]] = {}
         for shape in shapes:
             pipe_d = median_round(runs[shape]["pipeline"], "warm_rows_per_s")
             bare_d = median_round(runs[shape]["bare"], "warm_rows_per_s")
+            own = own_costs(runs[shape]["pipeline"], runs[shape]["source"])
             warm = {
                 "pipeline": pipe_d.get("warm_rows_per_s", 0.0),
                 "bare": bare_d.get("warm_rows_per_s", 0.0),
@@ -439,6 +446,9 @@ class Bench:
                 "rows": data[shape][1].rows,
                 "pipeline": pipe_d,
                 "bare_stateful": bare_d,
+                "source": median_round(runs[shape]["source"], "warm_rows_per_s"),
+                "own_us_per_row": statistics.median(own) if own else None,
+                "rounds_own_us_per_row": own,
                 "ratio": (
                     pipe_d["rows_per_s"] / bare_d["rows_per_s"] if bare_d["rows_per_s"] else 0.0
                 ),
@@ -625,6 +635,21 @@ def median_round(done: list[dict[str, Any]], by: str = "rows_per_s") -> dict[str
     """The run of median ``by`` (the lower one of an even count), with every round's value."""
     ordered = sorted(done, key=lambda run: float(run.get(by, 0.0)))
     return {**ordered[(len(ordered) - 1) // 2], f"rounds_{by}": [run.get(by) for run in done]}
+
+
+def own_costs(pipeline: list[dict[str, Any]], source: list[dict[str, Any]]) -> list[float]:
+    """µs per row the pipeline spends beyond Spark's reading of the topic, round by round.
+
+    Warm pipeline minus warm source -> noop, each round's pair measured seconds apart: the
+    time per row of the assembler, the sink and their Spark stages, without the Kafka read
+    (one fetch per topic partition and batch) that any query of the topic pays.
+    """
+    costs = []
+    for pipe, read in zip(pipeline, source, strict=True):
+        p, r = pipe.get("warm_rows_per_s"), read.get("warm_rows_per_s")
+        if p and r:
+            costs.append(round(1e6 / p - 1e6 / r, 2))
+    return costs
 
 
 def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmarks.report import write_report
-from benchmarks.run import ceiling_ratios, median_round, plan_steps
+from benchmarks.run import ceiling_ratios, median_round, own_costs, plan_steps
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +80,42 @@ def test_the_report_prints_the_bound_under_the_ratios(tmp_path: Path) -> None:
         "bounds the pipeline's ratio from above: bare_stateful 0.60."
         in (tmp_path / "report.md").read_text()
     )
+
+
+def test_the_pipelines_own_cost_leaves_out_the_kafka_read_round_by_round() -> None:
+    pipeline: list[dict[str, Any]] = [{"warm_rows_per_s": 8_000.0}, {"warm_rows_per_s": 5e3}, {}]
+    source: list[dict[str, Any]] = [{"warm_rows_per_s": 4e4}, {"warm_rows_per_s": 1e4}, {"x": 1}]
+    # 125 - 25 and 200 - 100 µs per row; a round without a warm rate has no cost.
+    assert own_costs(pipeline, source) == [100.0, 100.0]
+
+
+def test_the_scaling_table_gives_the_own_cost_and_its_64_over_4_partitions(
+    tmp_path: Path,
+) -> None:
+    def point(partitions: int, pipe: float, read: float, own: list[float]) -> dict[str, object]:
+        run = {"rows_per_s": pipe, "mb_per_s": 1.0, "warm_rows_per_s": pipe}
+        return {
+            "shape": f"{partitions}p",
+            "partitions": partitions,
+            "rows": 1,
+            "pipeline": run,
+            "bare_stateful": run,
+            "source": {"warm_rows_per_s": read},
+            "own_us_per_row": sorted(own)[1],
+            "rounds_own_us_per_row": own,
+            "ratio": 1.0,
+            "warm_ratio": 1.0,
+        }
+
+    sweeps = {
+        "partitions": [
+            point(4, 8_000.0, 40_000.0, [100.0, 98.0, 104.0]),
+            point(64, 6_000.0, 12_000.0, [90.0, 83.3, 95.0]),
+        ]
+    }
+    summary = write_report({"sweeps": sweeps}, tmp_path)
+    assert (
+        "scaling: warm pipeline rows/s, 64 / 4 partitions 0.75; own µs per row (minus "
+        "source -> noop), 64 / 4 partitions 0.90" in summary
+    )
+    assert "| 12,000 | 90.0 (83.3-95.0) |" in (tmp_path / "report.md").read_text()

@@ -22,11 +22,11 @@ TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}
 STEADY_KEYS = ("e2e_steady", "e2e_steady_250")
 
 
-def _spread(values: list[float] | None) -> str:
+def _spread(values: list[float] | None, fmt: str = ",.0f") -> str:
     """`` (low-high)`` of a few rounds' values, or nothing for one round."""
     if not values or len(values) < 2:
         return ""
-    return f" ({min(values):,.0f}-{max(values):,.0f})"
+    return f" ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
 def _f(x: Any, fmt: str = ",.0f") -> str:
@@ -364,7 +364,6 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         for axis, pts in sweeps.items():
             for p in pts:
                 pipe, bare = p["pipeline"], p["bare_stateful"]
-                own = p.get("rounds_own_us_per_row") or []
                 md.append(
                     f"| {axis} | {p['shape']} | {p['rows']:,} | {_f(pipe['rows_per_s'])} | "
                     f"{_f(pipe['mb_per_s'], '.2f')} | {_f(bare['rows_per_s'])} "
@@ -373,8 +372,7 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                     f"| {_f(bare.get('warm_rows_per_s'))} | {_f(p.get('warm_ratio'), '.2f')} "
                     f"| {_f((p.get('source') or {}).get('warm_rows_per_s'))} "
                     f"| {_f(p.get('own_us_per_row'), '.1f')}"
-                    + (f" ({min(own):.1f}-{max(own):.1f})" if len(own) > 1 else "")
-                    + " |"
+                    f"{_spread(p.get('rounds_own_us_per_row'), '.1f')} |"
                 )
         md.append("")
         by_partitions = {p["partitions"]: p for p in sweeps["partitions"]}

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker
+from devstack.kafka import KafkaBroker, produce
 from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
@@ -37,11 +36,8 @@ def test_batches_after_the_first_build_no_new_consumers(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(PARTITIONS)
-    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
     for partition in range(PARTITIONS):
-        for _ in range(3):
-            producer.produce(topic, value=b"x", partition=partition)
-    assert producer.flush(60) == 0
+        produce(kafka_broker.bootstrap, topic, [b"x"] * 3, partition=partition)
     options = {
         **from_start(kafka_broker.bootstrap, topic),
         "maxOffsetsPerTrigger": str(PARTITIONS),  # one record per partition and batch

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -65,6 +66,7 @@ from sinks.starrocks.steps import MAX_ATTEMPT_NUMBER
 from sinks.starrocks.txnapi import Instrument, LoadJob, LoadReport, TxnApi
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame
 
 logger = logging.getLogger(__name__)
@@ -82,6 +84,9 @@ INPUT_COLUMNS = (
     "row",
     "last_offset",
 )
+#: Job tag of a batch's load job (with the batch id and a unique suffix): how the sink finds
+#: the job's stages afterwards, to see whether Spark re-ran one.
+LOAD_JOB_TAG = "txn-cdc-load"
 
 
 @dataclass(frozen=True)
@@ -612,9 +617,11 @@ class SparkLoadJob:
             .mapInArrow(PartitionLoader(plan), report_schema())
         )
         sc = df.sparkSession.sparkContext
-        tracker = sc.statusTracker()
-        group = sc.getLocalProperty("spark.jobGroup.id")
-        before = set(tracker.getJobIdsForGroup(group))
+        # A tag of its own finds this job's stages afterwards. Listing the query's job group
+        # instead cost one py4j call per job Spark keeps (spark.ui.retainedJobs, 1,000):
+        # 80-200 ms, twice a batch, once a query had run that many jobs.
+        tag = f"{LOAD_JOB_TAG}-{self._batch_id}-{uuid.uuid4().hex}"
+        sc.addJobTag(tag)
         try:
             rows = [row.asDict() for row in loading.collect()]
         except Exception as e:
@@ -624,11 +631,13 @@ class SparkLoadJob:
                 msg = f"the load job of batch {self._batch_id} was interrupted: the query stops"
                 raise SinkStoppedError(msg, batch_id=self._batch_id) from e
             raise
+        finally:
+            sc.removeJobTag(tag)
         if self._tally is not None:
             self.tally_rows = tuple(decode_tally(r["tally"] for r in rows))
             self.targets = merge_target_stats(TargetStats.from_row(r) for r in self.tally_rows)
         reports = parse_reports(r for r in rows if r["tally"] is None)
-        rerun = rerun_stages(tracker, set(tracker.getJobIdsForGroup(group)) - before)
+        rerun = rerun_stages(sc.statusTracker(), tagged_job_ids(sc, tag))
         if rerun:
             # A stage re-run (a fetch failure) starts its tasks at attempt 0 again, so the
             # executors' own guard cannot see it, and a re-run task may have sent its chunks
@@ -654,6 +663,16 @@ def _interrupted(error: BaseException) -> bool:
     except Exception:  # a gateway that cannot answer proves nothing
         return False
     return False
+
+
+def tagged_job_ids(sc: SparkContext, tag: str) -> set[int]:
+    """Ids of the jobs Spark ran under job tag ``tag`` (driver).
+
+    PySpark's ``StatusTracker`` (and the Java API's) has no ``getJobIdsForTag``; the Scala
+    ``SparkStatusTracker`` has, since Spark 3.5.
+    """
+    jsc: Any = sc._jsc
+    return {int(job_id) for job_id in jsc.sc().statusTracker().getJobIdsForTag(tag)}
 
 
 def rerun_stages(tracker: Any, job_ids: set[int]) -> list[int]:

@@ -108,8 +108,18 @@ def summarize(path: Path, top: int = 15) -> dict[str, Any]:
     }
 
 
+#: The project's top-level packages: a path is shown from the first of them, wherever the
+#: checkout is (py-spy records absolute paths).
+_PROJECT_PACKAGES = frozenset({"app", "assembler", "benchmarks", "common", "devstack", "sinks"})
+
+
 def _short(file: str) -> str:
-    for marker in ("site-packages/", "/work/main/", "python3.11/"):
-        if marker in file:
-            return file.split(marker, 1)[1]
+    if "site-packages/" in file:
+        return file.split("site-packages/", 1)[1]
+    parts = file.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if i and part in _PROJECT_PACKAGES:
+            return "/".join(parts[i:])
+    if "python3.11/" in file:
+        return file.split("python3.11/", 1)[1]
     return file

@@ -9,6 +9,7 @@ state store holds an open transaction with a pending timeout), then nothing arri
 JVM, Python driver, Python workers) per minute, the micro-batches Spark ran, and the StarRocks
 transactions begun. Each ``--set`` variant runs on its own fresh stack, so the default can be
 compared with e.g. ``spark.conf.spark.sql.streaming.noDataMicroBatches.enabled=false``.
+``make bench`` runs the default once, on its own stack (``idle_window``, part ``idle``).
 """
 
 from __future__ import annotations
@@ -62,38 +63,45 @@ def measure(workdir: Path, seconds: float, trigger_ms: int, settings: list[str])
     """One fresh stack, one pipeline, one idle window."""
     with LocalStack(workdir / "stack") as stack:
         stack.apply_ddl()
-        create_topic(stack.bootstrap, TOPIC, 2)
-        for p in (0, 1):
-            values = [v for i in range(5) for v in order_txn(p * 100 + i)]
-            produce(stack.bootstrap, TOPIC, values, partition=p, key=b"k")
-        overrides = stack.pipeline_overrides(TOPIC, workdir / "checkpoint", NAME)
-        extra = [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}", *settings]
-        proc = PipelineProcess(LOCAL_CONFIG, [*overrides, *extra], workdir / "pipeline.log")
-        proc.start()
-        assert proc.process is not None
-        pid = proc.process.pid
+        return idle_window(stack, workdir, seconds, trigger_ms, settings)
+
+
+def idle_window(
+    stack: LocalStack, workdir: Path, seconds: float, trigger_ms: int, settings: list[str]
+) -> dict[str, Any]:
+    """One pipeline on ``stack`` (its demo tables created, no topic ``TOPIC`` yet), idle."""
+    create_topic(stack.bootstrap, TOPIC, 2)
+    for p in (0, 1):
+        values = [v for i in range(5) for v in order_txn(p * 100 + i)]
+        produce(stack.bootstrap, TOPIC, values, partition=p, key=b"k")
+    overrides = stack.pipeline_overrides(TOPIC, workdir / "checkpoint", NAME)
+    extra = [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}", *settings]
+    proc = PipelineProcess(LOCAL_CONFIG, [*overrides, *extra], workdir / "pipeline.log")
+    proc.start()
+    assert proc.process is not None
+    pid = proc.process.pid
+    try:
+        conn = stack.connect()
         try:
-            conn = stack.connect()
-            try:
-                if not wait_caught_up(conn, NAME, TOPIC, {0: 15, 1: 15}, 300):
-                    msg = f"pipeline did not catch up; see {workdir / 'pipeline.log'}"
-                    raise RuntimeError(msg)
-            finally:
-                conn.close()
-            # An open transaction: its state (and a pending processing-time timeout) stays.
-            produce(stack.bootstrap, TOPIC, order_txn(999, end=False), partition=0, key=b"k")
-            time.sleep(max(5.0, 3 * trigger_ms / 1000))  # it is read, the batch settles
-            assert stack.emulator is not None
-            control = stack.emulator.control
-            txns_before = len(control.transactions())
-            batches_before = sum(line.startswith("batch ") for line in proc.lines)
-            cpu_before = tree_cpu_seconds(pid)
-            time.sleep(seconds)
-            cpu = tree_cpu_seconds(pid) - cpu_before
-            batches = sum(line.startswith("batch ") for line in proc.lines) - batches_before
-            txns = len(control.transactions()) - txns_before
+            if not wait_caught_up(conn, NAME, TOPIC, {0: 15, 1: 15}, 300):
+                msg = f"pipeline did not catch up; see {workdir / 'pipeline.log'}"
+                raise RuntimeError(msg)
         finally:
-            proc.stop()
+            conn.close()
+        # An open transaction: its state (and a pending processing-time timeout) stays.
+        produce(stack.bootstrap, TOPIC, order_txn(999, end=False), partition=0, key=b"k")
+        time.sleep(max(5.0, 3 * trigger_ms / 1000))  # it is read, the batch settles
+        assert stack.emulator is not None
+        control = stack.emulator.control
+        txns_before = len(control.transactions())
+        batches_before = sum(line.startswith("batch ") for line in proc.lines)
+        cpu_before = tree_cpu_seconds(pid)
+        time.sleep(seconds)
+        cpu = tree_cpu_seconds(pid) - cpu_before
+        batches = sum(line.startswith("batch ") for line in proc.lines) - batches_before
+        txns = len(control.transactions()) - txns_before
+    finally:
+        proc.stop()
     return {
         "settings": settings,
         "idle_seconds": seconds,

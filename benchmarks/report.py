@@ -254,7 +254,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         )
     e2e = res.get("e2e_catchup")
     steadies = [res[k] for k in STEADY_KEYS if res.get(k)]
-    if e2e or steadies:
+    idle = res.get("idle")
+    if e2e or steadies or idle:
         md += ["## 3. As users run it (`spark-submit.sh --config conf/local.yaml`)", ""]
     if e2e:
         mem = e2e.get("memory", {})
@@ -333,6 +334,24 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         summary.append(
             f"peak RSS (steady): JVM {_mb(mem, 'jvm')} MB, Python driver "
             f"{_mb(mem, 'python-driver')} MB, Python workers {_mb(mem, 'python-worker')} MB total"
+        )
+    if idle:
+        md += [
+            f"Idle: after {_f(idle.get('idle_seconds'))} s with nothing new on the topic and one "
+            f"transaction left open (its timeout pending in the state store), trigger "
+            f"{idle.get('trigger_ms')} ms:",
+            "",
+            "| CPU-s per minute (JVM, Python driver and workers) | micro-batches | StarRocks "
+            "transactions begun |",
+            "| ---: | ---: | ---: |",
+            f"| {_f(idle.get('cpu_seconds_per_minute'), '.2f')} | {idle.get('micro_batches')} | "
+            f"{idle.get('starrocks_transactions_begun')} |",
+            "",
+        ]
+        summary.append(
+            f"idle: {_f(idle.get('cpu_seconds_per_minute'), '.2f')} CPU-s per minute, "
+            f"{idle.get('micro_batches')} micro-batches, "
+            f"{idle.get('starrocks_transactions_begun')} StarRocks transactions"
         )
     sweeps = res.get("sweeps")
     if sweeps:

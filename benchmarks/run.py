@@ -18,7 +18,9 @@ Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data 
    (visibility latency at a steady rate), and state memory with many open transactions;
 5. the pipeline as users run it (``spark-submit.sh``): catch-up rate on a pre-filled topic
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
-   rate, with peak RSS of the JVM, the Python driver and the Python workers.
+   rate, with peak RSS of the JVM, the Python driver and the Python workers;
+6. the pipeline idle (``benchmarks.idle``): its CPU per minute, micro-batches and StarRocks
+   transactions while nothing arrives, with an open transaction's timeout pending.
 
 One line per step with the elapsed time and an ETA (``devstack.progress``). Writes
 ``report.md``, ``results.json`` and PNG plots to ``--out`` and prints the summary. Never gates
@@ -66,6 +68,7 @@ class Sizes:
     ceiling_rounds: int
     sweep_rounds: int
     sweep_batches: int  # micro-batches per sweep run (the first one is left out of warm rates)
+    idle_s: float  # seconds of the idle window
 
 
 FULL = Sizes(
@@ -82,6 +85,7 @@ FULL = Sizes(
     ceiling_rounds=3,
     sweep_rounds=3,
     sweep_batches=15,
+    idle_s=60,
 )
 QUICK = Sizes(
     main_rows=4_000,
@@ -97,8 +101,19 @@ QUICK = Sizes(
     ceiling_rounds=1,
     sweep_rounds=1,
     sweep_batches=5,
+    idle_s=10,
 )
-PARTS = ("ceilings", "assembler", "sweeps", "latency", "state", "catchup", "steady", "profile")
+PARTS = (
+    "ceilings",
+    "assembler",
+    "sweeps",
+    "latency",
+    "state",
+    "catchup",
+    "steady",
+    "idle",
+    "profile",
+)
 #: The in-process queries of the ceilings part, in the order they run.
 CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
 # Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
@@ -120,6 +135,7 @@ STEP_WEIGHTS = {
     "state": 40.0,
     "catchup": 60.0,
     "steady": 170.0,
+    "idle": 90.0,
 }
 
 
@@ -142,7 +158,7 @@ def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[t
             for r in range(1, rounds + 1)
             for query in CEILING_QUERIES
         ]
-    for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady"):
+    for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady", "idle"):
         if part not in skip:
             label = part if part == "assembler" else f"{part} ({SOURCE})"
             weight = STEP_WEIGHTS[part] * (sweep_rounds if part == "sweeps" else 1)
@@ -630,6 +646,22 @@ class Bench:
                 f"(p99 {res['latency_after_start'].get('p99', 0):.0f} ms from the first commit)"
             )
 
+    def idle(self) -> None:
+        """Target 5: what the pipeline costs while nothing arrives (``benchmarks.idle``)."""
+        from benchmarks.idle import idle_window
+
+        self.stop_spark()  # the idle pipeline's CPU is measured by its process tree alone
+        self.step(f"idle ({SOURCE})")
+        self.stack.apply_ddl()
+        res = idle_window(self.stack, self.out / "work" / "idle", self.sizes.idle_s, 1000, [])
+        self.results["idle"] = res
+        log(
+            f"  idle {res['idle_seconds']:.0f} s at a 1 s trigger: "
+            f"{res['cpu_seconds_per_minute']:.2f} CPU-s per minute, "
+            f"{res['micro_batches']} micro-batches, "
+            f"{res['starrocks_transactions_begun']} StarRocks transactions"
+        )
+
 
 def median_round(done: list[dict[str, Any]], by: str = "rows_per_s") -> dict[str, Any]:
     """The run of median ``by`` (the lower one of an even count), with every round's value."""
@@ -819,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
                     "profile" not in skip, "catchup" not in skip, "steady" not in skip
                 ),
             ),
+            ("idle", bench.idle),
         ]
         errors: dict[str, str] = {}
         bench.results["errors"] = errors

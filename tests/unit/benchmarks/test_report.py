@@ -51,7 +51,8 @@ def test_plan_names_the_source_and_drops_skipped_parts() -> None:
         "emulator ingest",
     ]
     assert "pipeline (kafka)" in labels
-    assert labels[-2:] == ["assembler", "catchup (kafka)"]
+    assert labels[-3:] == ["assembler", "catchup (kafka)", "idle (kafka)"]
+    assert "idle (kafka)" not in [label for label, _ in plan_steps({"idle"})]
 
 
 def test_each_query_keeps_its_median_round_and_every_round_ratio() -> None:
@@ -119,3 +120,18 @@ def test_the_scaling_table_gives_the_own_cost_and_its_64_over_4_partitions(
         "source -> noop), 64 / 4 partitions 0.90" in summary
     )
     assert "| 12,000 | 90.0 (83.3-95.0) |" in (tmp_path / "report.md").read_text()
+
+
+def test_the_report_gives_the_idle_pipelines_cost(tmp_path: Path) -> None:
+    idle = {
+        "idle_seconds": 60.0,
+        "trigger_ms": 1000,
+        "cpu_seconds_per_minute": 1.18,
+        "micro_batches": 0,
+        "starrocks_transactions_begun": 0,
+    }
+    summary = write_report({"idle": idle}, tmp_path)
+    assert "idle: 1.18 CPU-s per minute, 0 micro-batches, 0 StarRocks transactions" in summary
+    report = (tmp_path / "report.md").read_text()
+    assert "## 3. As users run it" in report
+    assert "| 1.18 | 0 | 0 |" in report

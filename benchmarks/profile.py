@@ -108,9 +108,11 @@ def summarize(path: Path, top: int = 15) -> dict[str, Any]:
     }
 
 
-#: The project's top-level packages: a path is shown from the first of them, wherever the
-#: checkout is (py-spy records absolute paths).
-_PROJECT_PACKAGES = frozenset({"app", "assembler", "benchmarks", "common", "devstack", "sinks"})
+#: The project's top-level packages (this checkout's): a path is shown from the first of them,
+#: wherever the profiled checkout is (py-spy records absolute paths).
+_PROJECT_PACKAGES = frozenset(
+    init.parent.name for init in Path(__file__).resolve().parents[1].glob("*/__init__.py")
+)
 
 
 def _short(file: str) -> str:

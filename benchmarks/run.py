@@ -158,8 +158,9 @@ def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[t
             for r in range(1, rounds + 1)
             for query in CEILING_QUERIES
         ]
-    for part in ("assembler", "sweeps", "latency", "state", "catchup", "steady", "idle"):
-        if part not in skip:
+    # The ceilings' steps are above; the profile rides on the catch-up, no step of its own.
+    for part in PARTS:
+        if part not in skip and part not in ("ceilings", "profile"):
             label = part if part == "assembler" else f"{part} ({SOURCE})"
             weight = STEP_WEIGHTS[part] * (sweep_rounds if part == "sweeps" else 1)
             steps.append((label, weight))

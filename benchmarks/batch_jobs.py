@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 import urllib.request
-import uuid
-from pathlib import Path
 from typing import Any
+
+from benchmarks.spark_queries import QUERIES
 
 _STAGE_METRICS = (
     "executorDeserializeTime",
@@ -53,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=30_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--txn-rows", type=int, default=10)
-    parser.add_argument(
-        "--query", choices=("pipeline", "assembler", "bare", "passthrough"), default="pipeline"
-    )
+    parser.add_argument("--query", choices=QUERIES, default="pipeline")
     parser.add_argument(
         "--set",
         action="append",
@@ -71,57 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.INFO)
 
     from benchmarks import spark_queries as q
-    from benchmarks.workload import DDL, Shape, prefill
-    from devstack.kafka import create_topic
-    from devstack.stack import LocalStack
+    from benchmarks.workload import Shape
 
-    work = Path(tempfile.mkdtemp(prefix="batch-jobs-"))
-    q.CHECKPOINT_ROOT = str(work)
-    with LocalStack(work / "stack") as stack:
-        conn = stack.connect()
-        with conn.cursor() as cur:
-            for stmt in DDL:
-                cur.execute(stmt)
-        conn.close()
-        shape = Shape(args.partitions, args.txn_rows, 100)
-        topic = f"jobs-{uuid.uuid4().hex[:6]}"
-        create_topic(stack.bootstrap, topic, shape.partitions)
-        prod = prefill(stack.bootstrap, topic, shape, args.rows)
-        original = q.spark_conf
-
-        def with_ui() -> dict[str, str]:
-            conf = original()
-            conf["spark.ui.enabled"] = "true"
-            conf["spark.ui.port"] = "4077"
-            return conf
-
-        q.spark_conf = with_ui
-        spark = q.make_session()
-        kw: dict[str, Any] = {
-            "records": prod.records,
-            "rows": prod.rows,
-            "row_bytes": prod.row_bytes,
-        }
-
-        def src() -> Any:
-            return q.kafka_stream(spark, stack.bootstrap, topic, args.max_offsets)
-
-        plans = {
-            "pipeline": lambda: q.pipeline(
-                spark, stack, topic, args.max_offsets, f"jobs-{uuid.uuid4().hex[:6]}", args.set
-            ),
-            "assembler": lambda: q.to_noop(q.real_assembler(src()), "j_asm"),
-            "bare": lambda: q.to_noop(q.trivial_stateful(src()), "j_bare"),
-            "passthrough": lambda: q.passthrough(spark, stack, topic, args.max_offsets, "j_pt"),
-        }
+    shape = Shape(args.partitions, args.txn_rows, 100)
+    ui = {"spark.ui.enabled": "true", "spark.ui.port": "4077"}
+    with q.prefilled(shape, args.rows, args.max_offsets, ui) as bench:
+        spark = bench.spark
         # A warm-up run on the same topic first (worker start, imports, JIT), then the
         # measured one; jobs are read from the REST API after both.
-        q.measure("warm", plans[args.query](), **kw)
+        bench.measure("warm", bench.query(args.query, args.set))
         sc = spark.sparkContext
         base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
         jobs_before = {j["jobId"] for j in _get(base, "/jobs")}
         t0 = time.time()
-        run = q.measure(args.query, plans[args.query](), **kw)
+        run = bench.measure(args.query, bench.query(args.query, args.set))
         jobs = [j for j in _get(base, "/jobs") if j["jobId"] not in jobs_before]
         stages = {s["stageId"]: s for s in _get(base, "/stages")}
         print(
@@ -156,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(f"  stage {sid} ({job['jobId']}): {st.get('name', '')[:40]} {detail}")
         print(f"  {total_ms:.0f} ms in {len(jobs)} Spark jobs")
-        spark.stop()
     return 0
 
 

@@ -10,6 +10,10 @@ from pathlib import Path
 from devstack.pipeline_process import descendant_pids
 
 _TICK = os.sysconf("SC_CLK_TCK")
+# How the local stack's own processes show in a command line (devstack.kafka.broker,
+# devstack.starrocks.launcher).
+_BROKER_MAIN = "kafka.Kafka"
+_EMULATOR_MODULE = "devstack.starrocks"
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -55,8 +59,14 @@ def cmdline(pid: int) -> str:
 
 
 def classify(pid: int) -> str:
-    """``jvm`` | ``python-driver`` | ``python-worker`` | ``other``."""
+    """``jvm`` | ``python-driver`` | ``python-worker`` | ``broker`` | ``emulator`` | ``other``.
+
+    ``jvm`` is Spark's (driver and executors); the benchmark's own Kafka broker is a JVM too,
+    told apart by its main class.
+    """
     cmd = cmdline(pid)
+    if _BROKER_MAIN in cmd.split():
+        return "broker"
     if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
         return "jvm"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
@@ -64,7 +74,35 @@ def classify(pid: int) -> str:
         return "python-worker"
     if "app/main.py" in cmd:
         return "python-driver"
+    if _EMULATOR_MODULE in cmd:
+        return "emulator"
     return "other"
+
+
+def cpu_by_role(root: int, driver: int | None = None) -> dict[str, float]:
+    """User+system CPU seconds of the live tree under ``root`` by :func:`classify` role.
+
+    A process's exited children count under its own role (cutime), as the Python workers a
+    daemon forked count under ``python-worker``. ``driver``: the pid to count as
+    ``python-driver`` whatever its command line (an in-process benchmark's own process).
+    """
+    out: dict[str, float] = {}
+    for pid in descendants(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = "python-driver" if pid == driver else classify(pid)
+        out[role] = out.get(role, 0.0) + sum(int(f) for f in fields[11:15]) / _TICK
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds each role spent between two :func:`cpu_by_role` snapshots.
+
+    A role whose processes all ended in between (nothing left to read) counts 0, not less.
+    """
+    return {role: max(0.0, after[role] - before.get(role, 0.0)) for role in after}
 
 
 @dataclass(eq=False)

@@ -199,6 +199,7 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 "",
             ]
         md += ["Targets: pipeline >= 0.7 x bare stateful, >= 0.85 x pass-through.", ""]
+        md += _cpu_by_role_table(ceil["runs"])
         bounds = ceil.get("assembler_bounds") or {}
         if bounds:
             md += [
@@ -224,6 +225,13 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             summary.append(f"  max / {key:<13} {bound:6.2f}  (source -> assembler -> noop over it)")
         pipe = ceil["runs"].get("pipeline", {})
         summary.append(f"  pipeline: {_f(pipe.get('rows_per_s'))} rows/s in process")
+        p_us = sum(cpu_per_record(pipe).values())
+        b_us = sum(cpu_per_record(ceil["runs"].get("bare_stateful", {})).values())
+        if p_us and b_us:
+            summary.append(
+                f"  CPU per record: pipeline {p_us:.1f} us, bare {b_us:.1f} us "
+                f"(0.7 x bare's rate needs <= {b_us / TARGETS['bare_stateful']:.1f} us)"
+            )
     asm = res.get("assembler")
     if asm:
         md += [
@@ -468,6 +476,61 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 summary.append(f"profile ({role}): top self-time category {top[0]} {top[1]:.0%}")
     (out / "report.md").write_text("\n".join(md) + "\n")
     return "\n".join(summary)
+
+
+CPU_ROLES = (
+    ("jvm", "Spark JVM"),
+    ("python-worker", "Python workers"),
+    ("python-driver", "Python driver"),
+    ("broker", "Kafka broker"),
+    ("emulator", "StarRocks emulator"),
+)
+
+
+def cpu_per_record(run: dict[str, Any]) -> dict[str, float]:
+    """A run's CPU microseconds per Kafka record by process role; empty if not measured."""
+    by_role, records = run.get("cpu_s_by_role"), run.get("records")
+    if not by_role or not records:
+        return {}
+    return {role: cpu_s / records * 1e6 for role, cpu_s in by_role.items()}
+
+
+def _cpu_by_role_table(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """CPU microseconds per Kafka record by process, for the Spark queries of section 1."""
+    rows = [
+        (key, title, us)
+        for key, title in CEILING_ORDER
+        if (us := cpu_per_record(runs.get(key) or {}))
+    ]
+    if not rows:
+        return []
+    heads = " | ".join(title for _, title in CPU_ROLES)
+    md = [
+        "CPU per Kafka record by process (µs of user+system CPU, the median round's run), "
+        "the same runs as the table above:",
+        "",
+        f"| run | {heads} | total |",
+        "| --- |" + " ---: |" * (len(CPU_ROLES) + 1),
+    ]
+    for _, title, us in rows:
+        cells = " | ".join(_f(us.get(role), ".1f") for role, _ in CPU_ROLES)
+        md.append(f"| {title} | {cells} | {_f(sum(us.values()), '.1f')} |")
+    md.append("")
+    measured = {key: us for key, _, us in rows}
+    if "pipeline" in measured and "bare_stateful" in measured:
+        p_us, b_us = measured["pipeline"], measured["bare_stateful"]
+        extra = ", ".join(
+            f"{title} {p_us.get(role, 0.0) - b_us.get(role, 0.0):+.1f}" for role, title in CPU_ROLES
+        )
+        budget = sum(b_us.values()) / TARGETS["bare_stateful"]
+        md += [
+            f"The pipeline spends {sum(p_us.values()) - sum(b_us.values()):+.1f} µs per record "
+            f"more than bare ({extra}). With both keeping the cores as busy, pipeline / bare "
+            f">= {TARGETS['bare_stateful']} needs the pipeline at {budget:.1f} µs per record "
+            f"or less; it spent {sum(p_us.values()):.1f}.",
+            "",
+        ]
+    return md
 
 
 def _memory_table(title: str, mem: dict[str, float]) -> list[str]:

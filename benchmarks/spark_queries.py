@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from app.source import CONSUMER_DEFAULTS, FORMAT, read_kafka_stream
-from benchmarks.procstat import tree_cpu_seconds
-from benchmarks.workload import DATABASE, TABLE
+from benchmarks.procstat import cpu_by_role, cpu_delta
+from benchmarks.workload import DATABASE, TABLE, Produced, Shape
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,13 +75,14 @@ def spark_conf() -> dict[str, str]:
     return conf
 
 
-def make_session() -> SparkSession:
+def make_session(conf: dict[str, str] | None = None) -> SparkSession:
+    """The benchmark's local[2] session: :func:`spark_conf`, then ``conf`` over it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("cdc-bench")
-    for key, value in spark_conf().items():
+    for key, value in {**spark_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -160,7 +161,8 @@ def measure(
     # Not a TemporaryDirectory: tasks of a stopped query may still touch it for a moment.
     checkpoint = tempfile.mkdtemp(prefix=f"ckpt-{name}-", dir=CHECKPOINT_ROOT)
     if True:
-        cpu0 = tree_cpu_seconds(os.getpid())
+        me = os.getpid()
+        cpu0 = cpu_by_role(me, driver=me)
         t0 = time.time()
         query = start(checkpoint)
         deadline = time.monotonic() + timeout_s
@@ -175,7 +177,7 @@ def measure(
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{name}: not done after {timeout_s:.0f} s")
                 time.sleep(0.05)
-            cpu = tree_cpu_seconds(os.getpid()) - cpu0
+            by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
         finally:
             query.stop()
             drop_listeners()
@@ -192,6 +194,8 @@ def measure(
     extra: dict[str, Any] = {
         "durations_ms": [dict(p["durationMs"]) for p in in_order],
         "batch_records": [int(p["numInputRows"]) for p in in_order],
+        # Where the CPU went (benchmarks.procstat.classify roles; this process is the driver).
+        "cpu_s_by_role": {role: round(cpu_s, 3) for role, cpu_s in sorted(by_role.items())},
     }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
     # running pipeline keeps, without the first batch's one-off start. Nor a last batch of
@@ -219,7 +223,7 @@ def measure(
         wall_s=last_end - t0,
         batch_s=batch_ms / 1000,
         batches=len(with_data),
-        cpu_s=cpu,
+        cpu_s=sum(by_role.values()),
         row_bytes=row_bytes,
     )
 
@@ -613,3 +617,74 @@ KAFKA_SCHEMA_DDL = (
 def parquet_stream(spark: SparkSession, folder: Path) -> DataFrame:
     reader = spark.readStream.schema(KAFKA_SCHEMA_DDL).option("maxFilesPerTrigger", 1)
     return reader.parquet(str(folder))
+
+
+# -- one query on a pre-filled topic, for the per-batch and JVM profiles ----------------------
+
+#: The queries :class:`Prefilled` starts by name.
+QUERIES = ("pipeline", "assembler", "bare", "passthrough", "source")
+
+
+@dataclass
+class Prefilled:
+    """A local stack, a topic filled once, a warm session: one query at a time on it."""
+
+    stack: LocalStack
+    spark: SparkSession
+    topic: str
+    produced: Produced
+    max_offsets: int
+
+    def query(
+        self, name: str, settings: list[str] | None = None
+    ) -> Callable[[str], StreamingQuery]:
+        """A starter of query ``name`` (:data:`QUERIES`); ``settings``: the pipeline's ``--set``."""
+        tag = f"{name[:4]}_{uuid.uuid4().hex[:6]}"
+        if name == "pipeline":
+            return pipeline(self.spark, self.stack, self.topic, self.max_offsets, tag, settings)
+        if name == "passthrough":
+            return passthrough(self.spark, self.stack, self.topic, self.max_offsets, tag)
+        src = kafka_stream(self.spark, self.stack.bootstrap, self.topic, self.max_offsets)
+        if name == "assembler":
+            return to_noop(real_assembler(src), tag)
+        if name == "bare":
+            return to_noop(trivial_stateful(src), tag)
+        if name == "source":
+            return to_noop(src, tag)
+        raise ValueError(f"unknown query {name!r}: one of {', '.join(QUERIES)}")
+
+    def measure(self, name: str, start: Callable[[str], StreamingQuery]) -> QueryRun:
+        """:func:`measure` over every record of the topic."""
+        p = self.produced
+        return measure(name, start, records=p.records, rows=p.rows, row_bytes=p.row_bytes)
+
+
+@contextmanager
+def prefilled(
+    shape: Shape, rows: int, max_offsets: int, conf: dict[str, str] | None = None
+) -> Iterator[Prefilled]:
+    """Start a stack, fill a topic with ``rows`` rows of ``shape``, open a session on it.
+
+    ``conf``: Spark settings over :func:`spark_conf` (e.g. the UI on).
+    """
+    global CHECKPOINT_ROOT  # where measure() keeps its checkpoints
+    from benchmarks.workload import DDL, prefill
+    from devstack.kafka import create_topic
+    from devstack.stack import LocalStack
+
+    work = Path(tempfile.mkdtemp(prefix="bench-prefilled-"))
+    CHECKPOINT_ROOT = str(work)
+    with LocalStack(work / "stack") as stack:
+        stack_conn = stack.connect()
+        with stack_conn.cursor() as cur:
+            for stmt in DDL:
+                cur.execute(stmt)
+        stack_conn.close()
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        create_topic(stack.bootstrap, topic, shape.partitions)
+        produced = prefill(stack.bootstrap, topic, shape, rows)
+        spark = make_session(conf)
+        try:
+            yield Prefilled(stack, spark, topic, produced, max_offsets)
+        finally:
+            spark.stop()

@@ -135,3 +135,36 @@ def test_the_report_gives_the_idle_pipelines_cost(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text()
     assert "## 3. As users run it" in report
     assert "| 1.18 | 0 | 0 |" in report
+
+
+def test_the_report_splits_each_querys_cpu_per_record_by_process(tmp_path: Path) -> None:
+    runs_: dict[str, dict[str, Any]] = dict(runs(5_000, 10_000, 2_000))
+    runs_["bare_stateful"] = {
+        **runs_["bare_stateful"],
+        "records": 100_000,
+        "cpu_s_by_role": {"jvm": 3.0, "python-worker": 0.2, "broker": 0.3},
+    }
+    runs_["pipeline"] = {
+        **runs_["pipeline"],
+        "records": 100_000,
+        "cpu_s_by_role": {"jvm": 5.0, "python-worker": 2.0, "broker": 0.5, "emulator": 0.5},
+    }
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    summary = write_report({"main": main, "ceilings": ceiling_ratios(runs_)}, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    bare_row = "| Spark: source -> bare applyInPandasWithState (trivial fn) -> noop |"
+    assert f"{bare_row} 30.0 | 2.0 | - | 3.0 | - | 35.0 |" in report
+    assert "| 50.0 | 20.0 | - | 5.0 | 5.0 | 80.0 |" in report
+    assert "The pipeline spends +45.0 µs per record more than bare (Spark JVM +20.0," in report
+    assert "needs the pipeline at 50.0 µs per record or less; it spent 80.0." in report
+    assert (
+        "  CPU per record: pipeline 80.0 us, bare 35.0 us (0.7 x bare's rate needs <= 50.0 us)"
+        in summary
+    )
+
+
+def test_the_report_has_no_cpu_table_for_runs_without_roles(tmp_path: Path) -> None:
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    summary = write_report({"main": main, "ceilings": ceiling_ratios(runs(5, 10, 2))}, tmp_path)
+    assert "CPU per Kafka record" not in (tmp_path / "report.md").read_text()
+    assert "CPU per record" not in summary

@@ -32,14 +32,7 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu_seconds(root: int) -> float:
     """User+system CPU of the live tree (exited children's CPU is counted via cutime)."""
-    total = 0.0
-    for pid in descendants(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15]) / _TICK
-    return total
+    return sum(cpu_by_role(root).values())
 
 
 def rss_bytes(pid: int) -> int:

@@ -242,15 +242,9 @@ class Bench:
             self._spark = None
 
     def ddl(self) -> None:
-        from benchmarks.workload import DDL
+        from benchmarks.workload import create_tables
 
-        conn = self.stack.connect()
-        try:
-            with conn.cursor() as cur:
-                for statement in DDL:
-                    cur.execute(statement)
-        finally:
-            conn.close()
+        create_tables(self.stack)
 
     def truncate(self) -> None:
         from benchmarks.workload import DATABASE, TABLE

@@ -668,18 +668,14 @@ def prefilled(
     ``conf``: Spark settings over :func:`spark_conf` (e.g. the UI on).
     """
     global CHECKPOINT_ROOT  # where measure() keeps its checkpoints
-    from benchmarks.workload import DDL, prefill
+    from benchmarks.workload import create_tables, prefill
     from devstack.kafka import create_topic
     from devstack.stack import LocalStack
 
     work = Path(tempfile.mkdtemp(prefix="bench-prefilled-"))
     CHECKPOINT_ROOT = str(work)
     with LocalStack(work / "stack") as stack:
-        stack_conn = stack.connect()
-        with stack_conn.cursor() as cur:
-            for stmt in DDL:
-                cur.execute(stmt)
-        stack_conn.close()
+        create_tables(stack)
         topic = f"bench-{uuid.uuid4().hex[:6]}"
         create_topic(stack.bootstrap, topic, shape.partitions)
         produced = prefill(stack.bootstrap, topic, shape, rows)

@@ -38,6 +38,17 @@ DDL = (
 )
 
 
+def create_tables(stack: Any) -> None:
+    """Run :data:`DDL` on a ``devstack.stack.LocalStack``'s emulator."""
+    conn = stack.connect()
+    try:
+        with conn.cursor() as cur:
+            for statement in DDL:
+                cur.execute(statement)
+    finally:
+        conn.close()
+
+
 @dataclass(frozen=True)
 class Shape:
     """What one data set looks like."""

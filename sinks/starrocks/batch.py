@@ -41,6 +41,11 @@ class BatchPlan:
             are then unknown before the load, the job loads every table under the one
             label, and this, called once it ran, checks the batch's targets (raising
             ``SinkTerminalError``) and returns its progress rows (none: an empty batch).
+        fresh: No earlier attempt of this batch can exist: the same sink settled the batch
+            before it, in this process, and began nothing since. Spark starts batch ``b + 1``
+            only once ``b`` is in its commit log, so a run's only possible replay is its
+            first batch. The checks for an earlier attempt (a committed label, a later
+            attempt committed) are skipped; ``begin`` still probes every label.
     """
 
     prefix: str
@@ -50,6 +55,7 @@ class BatchPlan:
     progress_table: str
     progress_rows: tuple[Mapping[str, Any], ...] = ()
     counted: Callable[[], Sequence[Mapping[str, Any]]] | None = None
+    fresh: bool = False
 
     def label(self, attempt: int, table: str | None = None) -> str:
         """The label rule (:func:`sinks.starrocks.labels.make_label`)."""

@@ -97,7 +97,8 @@ class MultiTableCommitter:
 
         For attempt 0, 1, ... with ``label = {prefix}-{query id}-{batch id}-{attempt}``:
 
-        1. ``get_load_state(label)`` COMMITTED/VISIBLE: already applied, return.
+        1. ``get_load_state(label)`` COMMITTED/VISIBLE: already applied, return (skipped,
+           like step 3, for a ``plan.fresh`` batch: it has no earlier attempt).
         2. ``begin(label)``, the probe. OK: this attempt is ours. LABEL_ALREADY_EXISTS with
            COMMITED/FINISHED/VISIBLE: already applied, return. BEGIN/CANCELLED: a crashed
            attempt, roll it back, next attempt. ABORTING/COMMITING: wait until it settles.
@@ -118,8 +119,8 @@ class MultiTableCommitter:
         last_error: BaseException | None = None
         while attempt < MAX_ATTEMPT_NUMBER:
             label = plan.label(attempt)
-            # 1.
-            if self._steps.state(label).is_committed:
+            # 1. (A fresh batch has no earlier attempt: steps 1 and 3 would only cost calls.)
+            if not plan.fresh and self._steps.state(label).is_committed:
                 return self._applied(plan, label, attempt)
             # 2.
             probe = self._probe(label)
@@ -132,7 +133,7 @@ class MultiTableCommitter:
                 attempt += 1
                 continue
             # 3.
-            later = self._later_committed(plan, attempt)
+            later = None if plan.fresh else self._later_committed(plan, attempt)
             if later is not None:
                 self._steps.rollback(label, None)
                 return self._applied(plan, plan.label(later), later)

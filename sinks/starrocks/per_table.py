@@ -44,6 +44,7 @@ class PerTableCommitter:
            attempt known): this attempt is free. All PREPARED/COMMITTED/VISIBLE: commit the
            PREPARED ones, return recovered. Some committed, others not prepared: terminal.
            Otherwise roll back every PREPARE/PREPARED label of the attempt, next attempt.
+           A ``plan.fresh`` batch has no earlier attempt: it starts at attempt 0.
         2. ``begin`` every table (data tables and the progress table).
         3. Load the data tables (executors), then the progress rows.
         4. ``prepare`` every table (a prepared transaction survives a crash).
@@ -55,7 +56,8 @@ class PerTableCommitter:
         if not plan.tables and not plan.progress_rows:
             return CommitResult(Outcome.EMPTY)
         tables = (*plan.tables, plan.progress_table)
-        recovered = self._recover(plan, tables)
+        # A fresh batch has no earlier attempt to recover: its attempt 0 is free.
+        recovered = 0 if plan.fresh else self._recover(plan, tables)
         if isinstance(recovered, CommitResult):
             return recovered
         attempt = recovered

@@ -166,6 +166,8 @@ class StarRocksSink(Sink):
         self._client: StarRocksClient | None = None
         self._known_tables: set[str] | None = None
         self._primary_checked: set[str] = set()  # table-name: *, checked on first sight
+        # (query id, batch id) of the last batch written, None once another write began.
+        self._settled: tuple[str, int] | None = None
         self.last_result: BatchResult | None = None
 
     @property
@@ -196,6 +198,7 @@ class StarRocksSink(Sink):
             SinkTransientError: StarRocks is unreachable.
         """
         cfg = self.config
+        self._settled = None
         # A 36-character UUID query id and large counters must still fit the label rule.
         probe_qid = "00000000-0000-0000-0000-000000000000"
         longest_table = max((*(cfg.tables or ()), *cfg.system_tables()), key=len)
@@ -265,6 +268,10 @@ class StarRocksSink(Sink):
         started = time.monotonic()
         query_id = self._query_id_provider()
         make_label(self.config.label_prefix, query_id, batch_id, 0)  # fail fast on a bad id
+        # Spark starts batch b + 1 only once b is in its commit log: the batch after the one
+        # this sink just wrote has never been tried (``BatchPlan.fresh``, 3 FE calls fewer).
+        fresh = self._settled == (query_id, batch_id - 1)
+        self._settled = None
         if tally is not None and not self.counts_in_load:
             msg = "a tally is counted by the load job only in multi-table mode"
             raise ValueError(msg)
@@ -286,18 +293,19 @@ class StarRocksSink(Sink):
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if tally is not None:
-                result = self._commit(df, batch_id, query_id, None, tally)
+                result = self._commit(df, batch_id, query_id, None, fresh, tally)
             else:
                 targets = list(stats) if stats is not None else collect_target_stats(df)
                 if not targets:
                     result = BatchResult(batch_id=batch_id, outcome=Outcome.EMPTY)
                 else:
                     self._validate_targets(targets)
-                    result = self._commit(df, batch_id, query_id, targets)
+                    result = self._commit(df, batch_id, query_id, targets, fresh)
         finally:
             if cached_here:
                 df.unpersist()
         result = _with_total(result, (time.monotonic() - started) * 1000)
+        self._settled = (query_id, batch_id)
         self.last_result = result
         logger.log(
             logging.DEBUG if result.outcome is Outcome.EMPTY else logging.INFO,
@@ -330,6 +338,7 @@ class StarRocksSink(Sink):
         batch_id: int,
         query_id: str,
         targets: list[TargetStats] | None,
+        fresh: bool,
         tally: Tally | None = None,
     ) -> BatchResult:
         """Hand the batch to the committer of the configured mode (its ``run()`` has the steps).
@@ -341,7 +350,7 @@ class StarRocksSink(Sink):
         http: TxnApi = HttpTxnApi(self._get_client(), txn_timeout_s=cfg.txn_timeout_s)
         committer = MultiTableCommitter if cfg.multi_table else PerTableCommitter
         load = SparkLoadJob(df, cfg, batch_id, tally)
-        plan = self._plan(batch_id, query_id, targets, load)
+        plan = self._plan(batch_id, query_id, targets, load, fresh)
         api, job = self._seams(batch_id, http, load)
         try:
             done = committer(api, job, self._policy).run(plan)
@@ -356,7 +365,7 @@ class StarRocksSink(Sink):
             try:
                 bad = self._find_filtered(df, batch_id, query_id, api, e)
                 load = SparkLoadJob(with_dead_letters(df, bad, cfg), cfg, batch_id, tally)
-                plan = self._plan(batch_id, query_id, targets, load)
+                plan = self._plan(batch_id, query_id, targets, load, fresh)
                 if targets is not None:
                     tables = tuple(sorted({*plan.tables, cfg.dead_letter_table}))
                     plan = replace(plan, tables=tables)
@@ -373,7 +382,12 @@ class StarRocksSink(Sink):
         return _result(batch_id, done, targets, load)
 
     def _plan(
-        self, batch_id: int, query_id: str, targets: list[TargetStats] | None, load: SparkLoadJob
+        self,
+        batch_id: int,
+        query_id: str,
+        targets: list[TargetStats] | None,
+        load: SparkLoadJob,
+        fresh: bool,
     ) -> BatchPlan:
         cfg = self.config
         plan = BatchPlan(
@@ -383,6 +397,7 @@ class StarRocksSink(Sink):
             tables=tuple(sorted({s.table for s in targets or () if s.table})),
             progress_table=cfg.progress_table,
             progress_rows=tuple(self._progress_rows(targets or [], batch_id)),
+            fresh=fresh,
         )
         if targets is not None:
             return plan

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -119,6 +120,40 @@ def test_multi_replay_is_already_applied_with_one_state_call():
     result = committer("multi", api).run(plan())
     assert result.outcome is Outcome.ALREADY_APPLIED
     assert api.calls == [("get_load_state", label(0), None)]
+    assert_applied_once(server)
+
+
+def names(api: ScriptedApi) -> list[str]:
+    return [name for name, _label, _table in api.calls]
+
+
+def test_multi_fresh_batch_skips_the_checks_for_an_earlier_attempt():
+    """The batch after one the sink wrote: 4 FE calls (begin, progress, commit, confirm)."""
+    full, fresh = ScriptedApi(FakeStarRocks()), ScriptedApi(FakeStarRocks())
+    committer("multi", full).run(plan())
+    server = fresh.server
+    result = committer("multi", fresh).run(replace(plan(), fresh=True))
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 0)
+    assert names(full)[:4] == ["get_load_state", "begin", "get_load_state", "get_load_state"]
+    assert names(fresh) == ["begin", "load", "load", "load", "commit", "get_load_state"]
+    assert names(full)[4:] == names(fresh)[1:]
+    assert_applied_once(server)
+
+
+@pytest.mark.parametrize("earlier", ["committed", "rolled_back"])
+def test_multi_fresh_batch_still_probes_its_label_with_begin(earlier):
+    """Should a used label meet a fresh batch (a tampered checkpoint), begin still sees it."""
+    server = FakeStarRocks()
+    if earlier == "committed":
+        committer("multi", ScriptedApi(server)).run(plan())
+    else:
+        server.begin(label(0), None)
+        server.rollback(label(0), None)
+    result = committer("multi", ScriptedApi(server)).run(replace(plan(), fresh=True))
+    if earlier == "committed":
+        assert (result.outcome, result.attempt) == (Outcome.ALREADY_APPLIED, 0)
+    else:
+        assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
     assert_applied_once(server)
 
 
@@ -375,6 +410,26 @@ def test_per_table_happy_path_and_replay():
     assert_applied_once(server)
     again = committer("per-table", ScriptedApi(server)).run(plan())
     assert again.outcome is Outcome.ALREADY_APPLIED
+
+
+def test_per_table_fresh_batch_skips_recovery():
+    """Recovery reads each table's label state and two attempts ahead: none when fresh."""
+    full, fresh = ScriptedApi(FakeStarRocks()), ScriptedApi(FakeStarRocks())
+    committer("per-table", full).run(plan())
+    result = committer("per-table", fresh).run(replace(plan(), fresh=True))
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 0)
+    assert names(full)[:5] == ["get_load_state"] * 5
+    assert names(fresh) == names(full)[5:]
+    assert "get_load_state" not in names(fresh)
+    assert_applied_once(fresh.server)
+
+
+def test_per_table_fresh_batch_on_a_used_label_is_refused_not_duplicated():
+    server = FakeStarRocks()
+    committer("per-table", ScriptedApi(server)).run(plan())
+    with pytest.raises(SinkTerminalError, match="already in use by another writer"):
+        committer("per-table", ScriptedApi(server)).run(replace(plan(), fresh=True))
+    assert_applied_once(server)
 
 
 @pytest.mark.parametrize("crash_call", range(8, 16))

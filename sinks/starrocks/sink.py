@@ -365,7 +365,8 @@ class StarRocksSink(Sink):
             try:
                 bad = self._find_filtered(df, batch_id, query_id, api, e)
                 load = SparkLoadJob(with_dead_letters(df, bad, cfg), cfg, batch_id, tally)
-                plan = self._plan(batch_id, query_id, targets, load, fresh)
+                # Not fresh any more: the attempt just rolled back is an earlier one.
+                plan = self._plan(batch_id, query_id, targets, load, fresh=False)
                 if targets is not None:
                     tables = tuple(sorted({*plan.tables, cfg.dead_letter_table}))
                     plan = replace(plan, tables=tables)

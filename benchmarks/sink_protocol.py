@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from devstack.starrocks.launcher import start_emulator
+from devstack.starrocks.recording import RecordedApi
 from sinks.starrocks.client import StarRocksClient
 from sinks.starrocks.committer import BatchPlan, MultiTableCommitter, Outcome
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.httpapi import HttpTxnApi
-from sinks.starrocks.protocol import LoadState
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.sink import StarRocksSink
 from sinks.starrocks.txnapi import LoadReport
@@ -34,32 +34,6 @@ DB = "bench"
 TABLE = "orders"
 ROW = {"order_id": 1, "version": 1}
 PROGRESS = {"pipeline": "bench", "topic": "cdc", "kafka_partition": 0, "last_offset": 9}
-
-
-class CountingApi(HttpTxnApi):
-    """The sink's HTTP ``TxnApi``, counting the FE calls it makes."""
-
-    calls = 0
-
-    def begin(self, label: str, table: str | None) -> None:
-        """Count, then begin."""
-        self.calls += 1
-        super().begin(label, table)
-
-    def load(self, label: str, table: str, body: bytes, *, multi: bool) -> None:
-        """Count, then load."""
-        self.calls += 1
-        super().load(label, table, body, multi=multi)
-
-    def commit(self, label: str, table: str | None) -> None:
-        """Count, then commit."""
-        self.calls += 1
-        super().commit(label, table)
-
-    def get_load_state(self, label: str) -> LoadState:
-        """Count, then ask."""
-        self.calls += 1
-        return super().get_load_state(label)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -92,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
             StarRocksSink(config, lambda: "bench").open()  # creates the progress table
             client = StarRocksClient(config)
-            api = CountingApi(client, txn_timeout_s=60)
             executors = HttpTxnApi(client, txn_timeout_s=60)  # not the driver's calls
+            api = RecordedApi(executors, [])
             body = json.dumps([ROW]).encode()
 
             def job(labels: Mapping[str, str], multi: bool) -> Sequence[LoadReport]:
@@ -119,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                             ({**PROGRESS, "batch_id": batch_id},),
                             fresh=fresh,
                         )
-                        before = api.calls
+                        before = len(api.calls)
                         started = time.perf_counter()
                         result = MultiTableCommitter(api, job, policy).run(plan)
                         times[fresh].append((time.perf_counter() - started) * 1000)
-                        calls[fresh].append(api.calls - before)
+                        calls[fresh].append(len(api.calls) - before)
                         if result.outcome is not Outcome.COMMITTED:
                             raise SystemExit(f"batch {batch_id}: {result.outcome}")
                         batch_id += 1

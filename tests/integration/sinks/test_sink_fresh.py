@@ -7,11 +7,11 @@ another query id are checked. Emulator, real local Spark.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from devstack.starrocks.recording import RecordedApi
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.sink import StarRocksSink
 from sinks.starrocks.txnapi import LoadJob, TxnApi
@@ -30,23 +30,6 @@ CHECKED = ["get_load_state", "begin", "get_load_state", "get_load_state", "load"
 
 class SimulatedCrash(BaseException):
     """Like kill -9: not an Exception, so no cleanup path of the sink runs."""
-
-
-class Recorded:
-    """A ``TxnApi`` that appends the name of every call to ``calls``."""
-
-    def __init__(self, inner: TxnApi, calls: list[str]) -> None:
-        self._inner = inner
-        self._calls = calls
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        call = getattr(self._inner, name)
-
-        def recorded(*args: Any, **kwargs: Any) -> Any:
-            self._calls.append(name)
-            return call(*args, **kwargs)
-
-        return recorded
 
 
 def recording_sink(
@@ -68,7 +51,7 @@ def recording_sink(
 
     def instrument(batch_id: int, api: TxnApi, job: LoadJob) -> tuple[TxnApi, LoadJob]:
         calls.clear()
-        return points(lambda point: crash(batch_id, point))(batch_id, Recorded(api, calls), job)
+        return points(lambda point: crash(batch_id, point))(batch_id, RecordedApi(api, calls), job)
 
     sink.instrument = instrument
     sink.open()

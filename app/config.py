@@ -61,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
         # resume after the last commit | fail | ignore (use starting-offsets).
         "on-lost-checkpoint": "resume",
         "max-offsets-per-trigger": 200000,
-        # Tasks that read a micro-batch, at most (0: twice the cores; app/source.py).
+        # Tasks that read a micro-batch, at most (0: one per core; app/source.py).
         "max-read-tasks": 0,
         "fail-on-data-loss": True,
         "options": {},

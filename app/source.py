@@ -30,9 +30,9 @@ CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0"}
 #: ``source.max-read-tasks: 0`` reads with this many tasks per core Spark reports at start.
 #: Spark's Kafka source runs one task per topic partition; with many partitions a small batch
 #: is mostly the tasks' fixed cost (64 partitions, 3,000-row batches: 19-30 % more rows/s with
-#: the reads merged, docs/benchmarks.md). Twice the cores keeps every core busy and leaves
-#: room to even out partitions of unequal size.
-READ_TASKS_PER_CORE = 2
+#: the reads merged, docs/benchmarks.md). One per core reads a batch in one wave of tasks:
+#: twice the cores cost a second wave on every small batch and bought nothing at large ones.
+READ_TASKS_PER_CORE = 1
 
 
 def read_kafka_stream(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.source import READ_TASKS_PER_CORE, read_kafka_stream
+from app.source import read_kafka_stream
 from devstack.kafka import KafkaBroker, produce
 from tests.fixtures.kafka import from_start
 
@@ -43,7 +43,8 @@ def test_reads_are_merged_without_a_shuffle(
     plan = read_kafka_stream(spark, from_start(kafka_broker.bootstrap, topic), 3)
     assert "Repartition 3, false" in plan._jdf.queryExecution().logical().toString()
     default = read_kafka_stream(spark, from_start(kafka_broker.bootstrap, topic))
-    tasks = READ_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    # One wave: one read task per core (docs/kafka-source.md).
+    tasks = spark.sparkContext.defaultParallelism
     assert f"Repartition {tasks}, false" in default._jdf.queryExecution().logical().toString()
 
 

@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
         "metrics-port": 0,
         "metrics-host": "127.0.0.1",
         # Micro-batches without new data, so a txn-timeout fires while the stream is idle
-        # (docs/configuration.md#idle-batches); off, an idle pipeline runs no Spark job at all.
+        # (README, "Run it against your cluster"); off, an idle pipeline runs no Spark job at all.
         "idle-batches": False,
     },
     "source": {

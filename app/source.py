@@ -27,14 +27,6 @@ FORMAT = "kafka"
 CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0"}
 
 
-#: ``source.max-read-tasks: 0`` reads with this many tasks per core Spark reports at start.
-#: Spark's Kafka source runs one task per topic partition; with many partitions a small batch
-#: is mostly the tasks' fixed cost (64 partitions, 3,000-row batches: 19-30 % more rows/s with
-#: the reads merged, docs/benchmarks.md). One per core reads a batch in one wave of tasks:
-#: twice the cores cost a second wave on every small batch and bought nothing at large ones.
-READ_TASKS_PER_CORE = 1
-
-
 def read_kafka_stream(
     spark: SparkSession, options: Mapping[str, str], max_read_tasks: int = 0
 ) -> DataFrame:
@@ -46,11 +38,15 @@ def read_kafka_stream(
             ``subscribe``, ``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``,
             ``kafka.*``).
         max_read_tasks: at most this many tasks read a micro-batch (their topic partitions
-            one after another); 0: :data:`READ_TASKS_PER_CORE` per core. Merging is a narrow
+            one after another); 0: one per core Spark reports at start. Merging is a narrow
             dependency (``coalesce``): no shuffle, each partition still read in order.
     """
     reader = spark.readStream.format(FORMAT)
     for key, value in options.items():
         reader = reader.option(key, value)
-    tasks = max_read_tasks or READ_TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    # Spark's Kafka source runs one task per topic partition; with many partitions a small
+    # batch is mostly the tasks' fixed cost (64 partitions, 3,000-row batches: 19-30 % more
+    # rows/s merged). One task per core reads a batch in one wave; twice the cores cost a
+    # second wave on every small batch and bought nothing at large ones (docs/benchmarks.md).
+    tasks = max_read_tasks or spark.sparkContext.defaultParallelism
     return reader.load().coalesce(tasks)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -160,27 +161,26 @@ def measure(
     seen: dict[int, dict[str, Any]] = {}
     # Not a TemporaryDirectory: tasks of a stopped query may still touch it for a moment.
     checkpoint = tempfile.mkdtemp(prefix=f"ckpt-{name}-", dir=CHECKPOINT_ROOT)
-    if True:
-        me = os.getpid()
-        cpu0 = cpu_by_role(me, driver=me)
-        t0 = time.time()
-        query = start(checkpoint)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                _collect_progress(query, seen)
-                if sum(p["numInputRows"] for p in seen.values()) >= records:
-                    break
-                if not query.isActive:
-                    error = query.exception()
-                    raise RuntimeError(f"{name}: query ended early: {error}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name}: not done after {timeout_s:.0f} s")
-                time.sleep(0.05)
-            by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
-        finally:
-            query.stop()
-            drop_listeners()
+    me = os.getpid()
+    cpu0 = cpu_by_role(me, driver=me)
+    t0 = time.time()
+    query = start(checkpoint)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            _collect_progress(query, seen)
+            if sum(p["numInputRows"] for p in seen.values()) >= records:
+                break
+            if not query.isActive:
+                error = query.exception()
+                raise RuntimeError(f"{name}: query ended early: {error}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: not done after {timeout_s:.0f} s")
+            time.sleep(0.05)
+        by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
+    finally:
+        query.stop()
+        drop_listeners()
     with_data = [p for p in seen.values() if p["numInputRows"] > 0]
     n_records = sum(p["numInputRows"] for p in with_data)
     if n_records != records:
@@ -674,13 +674,24 @@ def prefilled(
 
     work = Path(tempfile.mkdtemp(prefix="bench-prefilled-"))
     CHECKPOINT_ROOT = str(work)
-    with LocalStack(work / "stack") as stack:
-        create_tables(stack)
-        topic = f"bench-{uuid.uuid4().hex[:6]}"
-        create_topic(stack.bootstrap, topic, shape.partitions)
-        produced = prefill(stack.bootstrap, topic, shape, rows)
-        spark = make_session(conf)
-        try:
-            yield Prefilled(stack, spark, topic, produced, max_offsets)
-        finally:
-            spark.stop()
+    try:
+        with LocalStack(work / "stack") as stack:
+            create_tables(stack)
+            topic = f"bench-{uuid.uuid4().hex[:6]}"
+            create_topic(stack.bootstrap, topic, shape.partitions)
+            produced = prefill(stack.bootstrap, topic, shape, rows)
+            spark = make_session(conf)
+            try:
+                yield Prefilled(stack, spark, topic, produced, max_offsets)
+            finally:
+                spark.stop()
+    except BaseException:
+        print(
+            f"benchmark failed; its broker, emulator and checkpoints are in {work}", file=sys.stderr
+        )
+        raise
+    else:
+        # The broker's log and the checkpoints, tens of MB a run, nothing reads them after it.
+        shutil.rmtree(work, ignore_errors=True)
+    finally:
+        CHECKPOINT_ROOT = None

@@ -44,6 +44,9 @@ class PipelineProcess:
             cmd += ["--set", item]
         env = dict(os.environ)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
+        # Spark's scratch (~10 MB: the connector jars, the project zip) in the run's own folder:
+        # a killed run leaves it behind, and /tmp collected one per chaos restart.
+        env.setdefault("SPARK_LOCAL_DIRS", str(self.log_path.parent / "spark-local"))
         env.update(self.env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(  # noqa: S603 - our own script, arguments as a list

@@ -91,6 +91,8 @@ def produce_through_a_crash(
     # Crash the driver (kill -9, no cleanup) once it has committed some batches.
     assert pipeline.wait_for_line("batch      2", 240), "no progress before the crash"
     pipeline.kill()
+    # What the killed run could not clean up is in its folder, not in /tmp.
+    assert list((tmp_path / "spark-local").glob("spark-*/userFiles-*/cdc-pyfiles-*.zip"))
     pipeline = start_pipeline(stack, tmp_path, *extra)
     producer.join(300)
     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)

@@ -35,6 +35,33 @@ def tree_cpu_seconds(root: int) -> float:
     return sum(cpu_by_role(root).values())
 
 
+#: Thread names (``/proc/PID/task/TID/comm``, 15 bytes) of HotSpot's JIT compiler threads.
+_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def jit_cpu_seconds(root: int) -> float:
+    """User+system CPU of the JIT compiler threads of every JVM in ``root``'s live tree.
+
+    A fresh Spark JVM compiles for minutes after it starts; execution samplers (JFR) do not
+    see these threads, so their share is read here.
+    """
+    total = 0
+    for pid in descendants(root):
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                if (task / "comm").read_text().strip() not in _JIT_THREADS:
+                    continue
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
 def rss_bytes(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,26 @@ def test_a_childs_cpu_counts_under_its_role_then_under_its_parents_once_it_exits
     assert "emulator" not in gone
     # Waited for, the child's CPU is in this process's cutime: the driver's.
     assert gone["python-driver"] - before["python-driver"] >= 0.3
+
+
+def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> None:
+    # The source launcher compiles the file with javac inside the JVM: its JIT is busy.
+    source = tmp_path / "Wait.java"
+    source.write_text(
+        "public class Wait { public static void main(String[] a) throws Exception {"
+        ' System.out.println("ready"); Thread.sleep(60000); } }'
+    )
+    java = subprocess.Popen(
+        ["java", "-XX:+UseSerialGC", str(source)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert java.stdout is not None
+        assert java.stdout.readline().strip() == "ready"
+        jit = procstat.jit_cpu_seconds(java.pid)
+        assert 0 < jit <= procstat.cpu_seconds(java.pid)
+        # Read through the tree: this test's process has the JVM below it. A gone one: 0.
+        assert procstat.jit_cpu_seconds(os.getpid()) >= jit
+        assert procstat.jit_cpu_seconds(2**22 + 7) == 0
+    finally:
+        java.kill()
+        java.wait(10)

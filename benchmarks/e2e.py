@@ -269,9 +269,9 @@ def catch_up(
 #: first ~10 batches at 1.5-2x the warm batch time (JIT, Python workers starting, the backlog
 #: of the start-up); the first batch itself is target 4's, reported by the catch-up run.
 STEADY_WARMUP_S = 15.0
-#: The steady window of runs before 2026-11-24 15:00 UTC (its first STEADY_FIRST_S seconds),
-#: still reported for comparison. The JVM's JIT compilers are busiest in it (0.3-0.6 cores
-#: of the pipeline's 0.8-1.3 at 1,000 rows/s), falling to ~0.1 cores after five minutes.
+#: The whole steady window of `make bench` runs before 2026-11-24 14:12 UTC, now its first
+#: STEADY_FIRST_S seconds, still reported for comparison. The JVM's JIT compilers are busiest
+#: in it (0.3-0.6 cores of the pipeline's 0.8-1.3 at 1,000 rows/s), ~0.1 after five minutes.
 STEADY_FIRST_S = 40.0
 
 

@@ -313,10 +313,15 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             f"trigger {steady['trigger_ms']} ms; {steady['visible']}/{steady['transactions']} "
             "transactions seen visible. Latency = progress row committed past the TXN_END offset "
             "(polled every 50 ms) - TXN_END produce time. Steady state: transactions produced "
-            f"from {steady.get('warmup_s', 0):.0f} s after the first one became visible; its "
-            "first 40 s are the window of runs before 2026-11-24, when the JVM's JIT compilers "
-            "are at their busiest; after start: from the first visible one on (JIT and "
-            "Python-worker warm-up included).",
+            f"from {steady.get('warmup_s', 0):.0f} s after the first one became visible; "
+            + (
+                f"its first {steady['first_s']:.0f} s are the window of runs before 2026-11-24 "
+                "14:12 UTC, when the JVM's JIT compilers are at their busiest; "
+                if "first_s" in steady
+                else ""
+            )
+            + "after start: from the first visible one on (JIT and Python-worker warm-up "
+            "included).",
             "",
             "| window | p50 ms | p95 ms | p99 ms | max ms | n | target p99 |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -331,9 +331,9 @@ def steady(
     pairs = sampler.latencies_ms(list(producer.produced.ends))
     first_visible = min((ts + lat for ts, lat in pairs), default=0.0)
     after_start = [lat for ts, lat in pairs if ts >= first_visible]
-    warm = [lat for ts, lat in pairs if ts >= first_visible + STEADY_WARMUP_S * 1000]
-    first_end = first_visible + (STEADY_WARMUP_S + STEADY_FIRST_S) * 1000
-    first = [lat for ts, lat in pairs if first_visible + STEADY_WARMUP_S * 1000 <= ts < first_end]
+    warm_from = first_visible + STEADY_WARMUP_S * 1000
+    warm = [lat for ts, lat in pairs if ts >= warm_from]
+    first = [lat for ts, lat in pairs if warm_from <= ts < warm_from + STEADY_FIRST_S * 1000]
     produced = producer.produced
     return {
         "rate_txn_s": rate_txn_s,

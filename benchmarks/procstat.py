@@ -22,12 +22,18 @@ def descendants(root: int) -> list[int]:
     return [root, *descendant_pids(root)]
 
 
-def cpu_seconds(pid: int) -> float:
+def _stat_fields(stat: Path) -> list[str] | None:
+    """The fields of a ``/proc/.../stat`` after the command name (which may hold spaces and
+    parentheses), so that utime and stime are fields 11 and 12; ``None`` once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return stat.read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+        return None
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -55,10 +61,11 @@ def jit_cpu_seconds(root: int) -> float:
             try:
                 if (task / "comm").read_text().strip() not in _JIT_THREADS:
                     continue
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            total += int(fields[11]) + int(fields[12])
+            fields = _stat_fields(task / "stat")
+            if fields is not None:
+                total += int(fields[11]) + int(fields[12])
     return total / _TICK
 
 
@@ -108,9 +115,8 @@ def cpu_by_role(root: int, driver: int | None = None) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for pid in descendants(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+        if fields is None:
             continue
         role = "python-driver" if pid == driver else classify(pid)
         out[role] = out.get(role, 0.0) + sum(int(f) for f in fields[11:15]) / _TICK

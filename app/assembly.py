@@ -39,7 +39,10 @@ SOURCE_GROUP = "_cdc_source"
 
 
 def assemble_transactions(
-    events: DataFrame, settings: AssemblerSettings, slots: int | None = None
+    events: DataFrame,
+    settings: AssemblerSettings,
+    slots: int | None = None,
+    timeouts: bool = True,
 ) -> DataFrame:
     """Assemble each Kafka partition's transactions; emit complete transactions only.
 
@@ -52,6 +55,9 @@ def assemble_transactions(
         settings: the assembler's settings.
         slots: group by slot, ``slots`` of them (:mod:`assembler.slots`); ``None``: the
             session's state-store partitions (``spark.sql.shuffle.partitions``).
+        timeouts: Spark's processing-time state timeout wakes a slot at its earliest
+            deadline; without it a slot checks its deadlines when it has records
+            (``app/state_layout.py`` says which a checkpoint has).
     """
     from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
 
@@ -62,11 +68,13 @@ def assemble_transactions(
         .withColumn(SLOT_COLUMN, slot_of(slots))
         .groupBy(SLOT_COLUMN)
         .applyInPandasWithState(
-            AssembleSlot(settings),
+            AssembleSlot(settings, timeouts),
             outputStructType=OUTPUT_DDL,
             stateStructType=SLOT_STATE_DDL,
             outputMode="append",
-            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
+            timeoutConf=(
+                GroupStateTimeout.ProcessingTimeTimeout if timeouts else GroupStateTimeout.NoTimeout
+            ),
         )
     )
 
@@ -113,7 +121,18 @@ class _Assembling:
 
 
 class AssembleSlot(_Assembling):
-    """The function Spark calls once per slot and micro-batch (executor side)."""
+    """The function Spark calls once per slot and micro-batch (executor side).
+
+    ``timeouts``: the query has Spark's processing-time state timeout, which the slot sets to
+    its earliest deadline (without it Spark refuses a timeout duration).
+    """
+
+    def __init__(self, settings: AssemblerSettings, timeouts: bool = True) -> None:
+        super().__init__(settings)
+        self._timeouts = timeouts
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_timeouts": self._timeouts}
 
     def __call__(
         self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
@@ -126,7 +145,7 @@ class AssembleSlot(_Assembling):
         records = [] if state.hasTimedOut else list(_chunk_records(chunks))
         step = SlotAssembler(self.assembler()).process(entries, records, now_ms)
         state.update((SLOT_STATE_VERSION, step.partitions, step.entries))
-        if step.timeout_at_ms is not None:
+        if self._timeouts and step.timeout_at_ms is not None:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
         if step.outputs:

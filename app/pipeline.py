@@ -258,10 +258,13 @@ def start_query(
         assembled = assemble_debezium(source, config.source.debezium)
     else:
         layout = plan_layout(
-            spark, config.pipeline.checkpoint_location, session_state_partitions(spark)
+            spark,
+            config.pipeline.checkpoint_location,
+            session_state_partitions(spark),
+            config.pipeline.idle_batches,
         )
         assembled = (
-            assemble_transactions(source, config.assembler, layout.slots)
+            assemble_transactions(source, config.assembler, layout.slots, layout.timeouts)
             if layout.slots is not None
             else assemble_per_partition(source, config.assembler)
         )

@@ -82,8 +82,9 @@ def session_conf(config: AppConfig) -> dict[str, str]:
     # With a processing-time state timeout pending, Spark runs a batch every trigger even with
     # no new data: ~44 CPU-s per minute idle at a 1 s trigger (benchmarks.idle), against ~1
     # without. Off, an abandoned transaction's txn-timeout fires with the next batch that
-    # has data, which is when anything waiting behind it arrives (README, "Run it against
-    # your cluster").
+    # has records for its state slot, which is when anything waiting behind it arrives
+    # (README, "Run it against your cluster"; app/state_layout.py: a new checkpoint then
+    # has no Spark state timeout at all).
     conf["spark.sql.streaming.noDataMicroBatches.enabled"] = (
         "true" if config.pipeline.idle_batches else "false"
     )

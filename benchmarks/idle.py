@@ -4,11 +4,11 @@
 
 The pipeline as users run it (``spark-submit.sh``, local[2]) on the local stack: a few
 transactions are committed, one more is left open (BEGIN and a DATA event, no END, so the
-state store holds an open transaction with a pending timeout), then nothing arrives for
+state store holds an open transaction with a deadline), then nothing arrives for
 ``--seconds``. Over that window it reports the CPU seconds of the whole process tree (driver
 JVM, Python driver, Python workers) per minute, the micro-batches Spark ran, and the StarRocks
 transactions begun. Each ``--set`` variant runs on its own fresh stack, so the default can be
-compared with e.g. ``spark.conf.spark.sql.streaming.noDataMicroBatches.enabled=false``.
+compared with e.g. ``pipeline.idle-batches=true`` (no-data batches and Spark's state timeouts).
 ``make bench`` runs the default once, on its own stack (``idle_window``, part ``idle``).
 """
 
@@ -88,7 +88,7 @@ def idle_window(
                 raise RuntimeError(msg)
         finally:
             conn.close()
-        # An open transaction: its state (and a pending processing-time timeout) stays.
+        # An open transaction: its state (and, with idle batches, a Spark timeout) stays.
         produce(stack.bootstrap, TOPIC, order_txn(999, end=False), partition=0, key=b"k")
         time.sleep(max(5.0, 3 * trigger_ms / 1000))  # it is read, the batch settles
         assert stack.emulator is not None

@@ -348,7 +348,8 @@ def real_assembler(events: DataFrame) -> DataFrame:
     from app.assembly import assemble_transactions
     from assembler.settings import AssemblerSettings
 
-    return assemble_transactions(events, AssemblerSettings())
+    # As the pipeline assembles on a new checkpoint (pipeline.idle-batches: false).
+    return assemble_transactions(events, AssemblerSettings(), timeouts=False)
 
 
 def to_noop(df: DataFrame, name: str) -> Callable[[str], StreamingQuery]:

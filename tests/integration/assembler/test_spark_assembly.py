@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -325,18 +327,29 @@ def test_invalid_stream_stops_the_query_under_fail_policy(harness: Any) -> None:
     assert h.rows() == []
 
 
-def test_a_quiet_partition_times_out_while_its_slot_has_records(harness: Any, spark: Any) -> None:
-    # Partitions 0 and 2 share a slot of the test session's two (app/state_layout.py). With
-    # no batches without data, Spark never times the slot out: only partition 2's records
-    # call the slot, and partition 0's overdue transaction must expire in those calls.
+@contextmanager
+def no_idle_batches(spark: Any) -> Iterator[None]:
+    """Queries started inside run no micro-batch without data (``pipeline.idle-batches``)."""
     key = "spark.sql.streaming.noDataMicroBatches.enabled"
     before = spark.conf.get(key)
     spark.conf.set(key, "false")
     try:
-        h, feed = harness(**{"txn-timeout": "1500ms"})
-        h.start()
+        yield
     finally:
         spark.conf.set(key, before)
+
+
+@pytest.mark.parametrize("timeouts", [True, False], ids=["processing-time", "on-data"])
+def test_a_quiet_partition_times_out_while_its_slot_has_records(
+    harness: Any, spark: Any, timeouts: bool
+) -> None:
+    # Partitions 0 and 2 share a slot of the test session's two (app/state_layout.py). With
+    # no batches without data, Spark never times the slot out: only partition 2's records
+    # call the slot, and partition 0's overdue transaction must expire in those calls.
+    with no_idle_batches(spark):
+        h, feed = harness(**{"txn-timeout": "1500ms"})
+        h.assemble = partial(assemble_transactions, timeouts=timeouts)
+        h.start()
     feed.push([(0, begin("lost")), (0, data("lost", "orders", {"id": 1}))])
     h.drain()
     deadline = time.monotonic() + 60
@@ -351,6 +364,37 @@ def test_a_quiet_partition_times_out_while_its_slot_has_records(harness: Any, sp
     assert sorted(t for p, t in txn_rows(h.rows()) if p == 2) == sorted(
         f"busy{i}" for i in range(n)
     )
+    h.stop()
+
+
+def test_without_spark_timeouts_an_overdue_transaction_waits_for_records_of_its_slot(
+    harness: Any, spark: Any
+) -> None:
+    # The on-data layout (a new checkpoint, pipeline.idle-batches: false): a slot is called
+    # only for records, so partition 0's abandoned transaction stays open while only
+    # partition 1 (the other slot) has data, and is rejected with partition 2's first record.
+    with no_idle_batches(spark):
+        h, feed = harness(**{"txn-timeout": "1s"})
+        h.assemble = partial(assemble_transactions, timeouts=False)
+        h.start()
+    feed.push([(0, begin("lost")), (0, data("lost", "orders", {"id": 1}))])
+    h.drain()
+    overdue = time.monotonic() + 2.5
+    n = 0
+    while time.monotonic() < overdue:
+        txn = f"other{n}"
+        feed.push([(1, begin(txn)), (1, data(txn, "orders", {"id": n})), (1, end(txn))])
+        n += 1
+        h.drain()
+        time.sleep(0.3)
+    assert h.rows("REJECT") == []
+    assert sorted(t for p, t in txn_rows(h.rows()) if p == 1) == sorted(
+        f"other{i}" for i in range(n)
+    )
+    feed.push([(2, begin("same-slot")), (2, data("same-slot", "orders", {"id": 99}))])
+    h.drain()
+    assert [r["txn_id"] for r in h.rows("REJECT")] == ["lost", "lost"]
+    assert all("timeout" in (r["reason"] or "").lower() for r in h.rows("REJECT"))
     h.stop()
 
 

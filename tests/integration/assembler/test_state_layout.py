@@ -13,6 +13,7 @@ import pytest
 from app.state_layout import (
     LAYOUT_FILE,
     LayoutError,
+    StateLayout,
     plan_layout,
     slot_keys,
     slot_of,
@@ -57,13 +58,45 @@ def _offsets(checkpoint: Path) -> None:
 
 def test_a_new_checkpoint_gets_slots_and_keeps_their_number(spark: Any, tmp_path: Path) -> None:
     checkpoint = tmp_path / "ckpt"
-    assert plan_layout(spark, str(checkpoint), 3).slots == 3
-    assert json.loads((checkpoint / LAYOUT_FILE).read_text()) == {"layout": "slots", "slots": 3}
+    assert plan_layout(spark, str(checkpoint), 3) == StateLayout(3, timeouts=False)
+    assert json.loads((checkpoint / LAYOUT_FILE).read_text()) == {
+        "layout": "slots",
+        "slots": 3,
+        "timeouts": "on-data",
+    }
     # Before the first batch nothing is frozen: a restart may still change the number.
     assert plan_layout(spark, str(checkpoint), 2).slots == 2
     _offsets(checkpoint)
     # Once Spark stored a batch, the partition-to-slot mapping must not move.
     assert plan_layout(spark, str(checkpoint), 8).slots == 2
+
+
+def test_spark_timeouts_are_chosen_with_the_checkpoint_and_kept_with_it(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    idle = tmp_path / "idle"
+    assert plan_layout(spark, str(idle), 2, idle_batches=True) == StateLayout(2, timeouts=True)
+    assert json.loads((idle / LAYOUT_FILE).read_text())["timeouts"] == "processing-time"
+    _offsets(idle)
+    # The state's schema has the timeout column now: idle-batches off later keeps it.
+    assert plan_layout(spark, str(idle), 2, idle_batches=False).timeouts is True
+
+    busy = tmp_path / "busy"
+    plan_layout(spark, str(busy), 2, idle_batches=False)
+    _offsets(busy)
+    with caplog.at_level(logging.WARNING):
+        assert plan_layout(spark, str(busy), 2, idle_batches=True).timeouts is False
+    assert str(busy) in caplog.text
+    assert "Start a new checkpoint" in caplog.text
+
+
+def test_a_slot_layout_from_before_the_timeouts_choice_keeps_spark_timeouts(
+    spark: Any, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "ckpt"
+    _offsets(checkpoint)
+    (checkpoint / LAYOUT_FILE).write_text('{"layout": "slots", "slots": 4}')
+    assert plan_layout(spark, str(checkpoint), 2) == StateLayout(4, timeouts=True)
 
 
 def test_a_checkpoint_with_offsets_and_no_layout_is_from_before_slots(
@@ -79,7 +112,14 @@ def test_a_checkpoint_with_offsets_and_no_layout_is_from_before_slots(
 
 
 @pytest.mark.parametrize(
-    "text", ['{"layout": "slots", "slots": 0}', '{"layout": "slots"}', "{not json", '"slots"']
+    "text",
+    [
+        '{"layout": "slots", "slots": 0}',
+        '{"layout": "slots"}',
+        '{"layout": "slots", "slots": 2, "timeouts": "never"}',
+        "{not json",
+        '"slots"',
+    ],
 )
 def test_a_damaged_layout_file_stops_the_start_naming_it(
     spark: Any, tmp_path: Path, text: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pandas as pd
@@ -25,6 +26,7 @@ class FakeState:
         self.stored = stored
         self.hasTimedOut = timed_out
         self.timeout: int | None = None
+        self.now = NOW
 
     @property
     def exists(self) -> bool:
@@ -36,7 +38,7 @@ class FakeState:
         return self.stored
 
     def getCurrentProcessingTimeMs(self) -> int:
-        return NOW
+        return self.now
 
     def update(self, value: tuple[Any, ...]) -> None:
         self.stored = value
@@ -70,6 +72,22 @@ def test_a_transaction_spanning_calls_is_emitted_whole_from_the_stored_slot() ->
     out: pd.DataFrame = pd.concat(list(fn((7,), iter([second]), state)))  # type: ignore[arg-type]
     assert sorted(zip(out["partition"], out["txn_id"], strict=True)) == [(0, "a"), (1, "b")]
     assert state.timeout is None, "nothing is open: no timeout is set"
+
+
+def test_without_spark_timeouts_the_slot_sets_none_and_keeps_that_when_pickled() -> None:
+    # Spark refuses a timeout duration from a query without state timeouts (NoTimeout).
+    fn: AssembleSlot = pickle.loads(
+        pickle.dumps(AssembleSlot(AssemblerSettings(txn_timeout_ms=5), False))
+    )
+    state = FakeState()
+    assert list(fn((7,), iter([chunk((0, 0, begin("a")))]), state)) == []  # type: ignore[arg-type]
+    assert state.timeout is None
+    # Overdue and quiet: still rejected, in the next call that gives the slot records.
+    state.now = NOW + 10
+    later = chunk((1, 0, begin("b")))
+    out: pd.DataFrame = pd.concat(list(fn((7,), iter([later]), state)))  # type: ignore[arg-type]
+    assert set(out["txn_id"]) == {"a"}
+    assert set(out["kind"]) == {"REJECT"}
 
 
 def test_a_slot_state_of_another_version_is_refused_naming_the_slot() -> None:

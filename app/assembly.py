@@ -111,7 +111,7 @@ class _Assembling:
 
     def __getstate__(self) -> dict[str, Any]:
         # The assembler holds a decoder (maybe an HTTP session): rebuild it on the executor.
-        return {"_settings": self._settings, "_assembler": None}
+        return {**self.__dict__, "_assembler": None}
 
     def assembler(self) -> TransactionAssembler:
         """This worker's assembler."""
@@ -130,9 +130,6 @@ class AssembleSlot(_Assembling):
     def __init__(self, settings: AssemblerSettings, timeouts: bool = True) -> None:
         super().__init__(settings)
         self._timeouts = timeouts
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_timeouts": self._timeouts}
 
     def __call__(
         self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState

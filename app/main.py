@@ -25,6 +25,8 @@ from common.options import is_secret_key
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from app.progress import ProgressReporter
+    from sinks.starrocks.sink import StarRocksSink
     from sinks.starrocks.txnapi import Instrument
 
 log = logging.getLogger("app")
@@ -95,10 +97,9 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     ``instrument`` wraps the sink's transaction API and load job per batch (see
     :data:`INSTRUMENT_ENV`); production runs pass none.
     """
-    from app.pipeline import detach_listeners, query_id_of, start_query
-    from app.preflight import check_kafka, describe_topics
+    from app.pipeline import query_id_of
+    from app.preflight import check_kafka
     from app.progress import ProgressReporter
-    from app.resume import plan_start
     from app.session import build_session
     from sinks.starrocks.sink import StarRocksSink
 
@@ -119,6 +120,22 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     )
     sink.open()
     spark = build_session(config)
+    try:
+        return _run_query(spark, config, sink, reporter)
+    finally:
+        # PySpark removes its driver-side socket file (spark.python.unix.domain.socket.*,
+        # app/session.py) only when the context stops; the JVM's own exit would not.
+        spark.stop()
+
+
+def _run_query(
+    spark: SparkSession, config: AppConfig, sink: StarRocksSink, reporter: ProgressReporter
+) -> int:
+    """Plan the start, run the query until it ends or is stopped; the exit code."""
+    from app.pipeline import detach_listeners, start_query
+    from app.preflight import describe_topics
+    from app.resume import plan_start
+
     spark.sparkContext.setLogLevel("WARN")
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
     topic_ids, partitions = describe_topics(config.source)

@@ -25,6 +25,11 @@ BASE_CONF = {
     # consumers each micro-batch (docs/benchmarks.md). Idle consumers still leave after
     # spark.kafka.consumer.cache.timeout (5 min), so a large soft cap keeps only what is used.
     "spark.kafka.consumer.cache.capacity": "4096",
+    # Over Spark's default loopback TCP, every Python task waited ~40 ms (Linux's delayed-ACK
+    # time) in its exchanges with the JVM, a task with no rows too, and a micro-batch runs two
+    # waves of them (the assembler's, the load's). Over Unix domain sockets the wait is gone
+    # (docs/benchmarks.md, "Changes that paid"). Workers always run on their JVM's host.
+    "spark.python.unix.domain.socket.enabled": "true",
 }
 
 # For a checkpoint on the local disk only. Spark's default (FileContext) manager renames

@@ -49,3 +49,32 @@ def test_workers_import_the_installed_pyspark_and_look_into_no_archive(spark: An
     assert {(origin, tuple(archives)) for *_, origin, archives in facts} == {
         (str(pyspark.__file__), ())
     }
+
+
+def _worker_sockets(_: Any) -> tuple[str | None, list[str]]:
+    """The worker's environment flag and the families of the sockets it holds open."""
+    import os
+
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    families = []
+    # The inode's column in each table: /proc/net/unix has a path after it, or nothing.
+    for family, column in (("unix", 6), ("tcp", 9), ("tcp6", 9)):
+        with open(f"/proc/net/{family}") as f:
+            next(f)  # header
+            held = {line.split()[column] for line in f} & inodes
+        families += [family] * len(held)
+    return os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED"), families
+
+
+def test_workers_talk_to_the_jvm_over_a_unix_domain_socket(spark: Any) -> None:
+    # Loopback TCP cost ~40 ms per Python task (app.session.BASE_CONF).
+    facts = spark.sparkContext.parallelize(range(2), 2).map(_worker_sockets).collect()
+    assert {str(flag).lower() for flag, _ in facts} == {"true"}, facts
+    assert all("unix" in families for _, families in facts), facts

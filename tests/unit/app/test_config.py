@@ -291,3 +291,14 @@ def test_check_config_exits_2_with_one_line_naming_the_key(
     )
     assert code == 2
     assert "source.options.kafka.lingr" in capsys.readouterr().err
+
+
+def test_python_workers_use_a_unix_domain_socket_unless_the_user_says_otherwise(
+    conf_file: Path,
+) -> None:
+    from app.session import session_conf
+
+    key = "spark.python.unix.domain.socket.enabled"
+    assert session_conf(load_config(conf_file, []))[key] == "true"
+    mine = load_config(conf_file, [f"spark.conf.{key}=false"])
+    assert session_conf(mine)[key] == "false"

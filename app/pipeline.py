@@ -10,8 +10,9 @@ The order of guarantees, written once:
 4. Spark records the batch as done in the commit log.
 
 A crash between 3 and 4 makes Spark replay the batch with the same offsets, the same state
-and the same batch timestamp, hence the same rows; the sink finds its label committed and
-skips it. Nothing else commits Kafka offsets.
+and the same batch timestamp, hence the same rows; the sink finds its label committed, loads
+nothing and still reads the batch through (Spark commits the state stores only of a batch that
+was read). Nothing else commits Kafka offsets.
 """
 
 from __future__ import annotations

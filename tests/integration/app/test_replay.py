@@ -1,0 +1,86 @@
+"""A crash between the sink's commit and Spark's commit log (``app.pipeline``, steps 3 and 4),
+in process on real Kafka, real Spark and the emulator: the next start replays the batch, the
+sink finds its label committed and loads nothing, and the query goes on from the same state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.pipeline import detach_listeners
+from benchmarks.idle import order_txn
+from devstack.kafka.admin import create_topic, produce
+from devstack.kafka.broker import KafkaBroker
+from devstack.starrocks.launcher import EmulatorHandle
+from tests.fixtures.kafka import ExternalBroker
+from tests.integration.app.test_batch_writer import Recorder, emulator_config
+from tests.integration.app.test_one_job_per_batch import start
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_skipped(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    emulator = starrocks_emulator
+    bootstrap = kafka_broker.bootstrap
+    topic = f"replay-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    # Order 2 is still open when the batch ends: the state store carries it over the replay.
+    produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
+    produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
+    checkpoint = tmp_path / "ck"
+    config = emulator_config(
+        emulator,
+        f"pipeline.name={topic}",
+        f"pipeline.checkpoint-location={checkpoint}",
+        "pipeline.progress=quiet",
+        f"source.bootstrap-servers={bootstrap}",
+        f"source.topics={topic}",
+        f"starrocks.sink.label-prefix={topic}",
+        "starrocks.sink.buffer-flush.interval-ms=200",
+    )
+
+    def orders() -> list[int]:
+        return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
+
+    def run(recorder: Recorder) -> None:
+        query = start(spark, config, recorder)
+        try:
+            query.processAllAvailable()  # raises what failed the query
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+            detach_listeners(spark)
+
+    first = Recorder()
+    run(first)
+    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committed")]
+    assert orders() == [1, 101]
+
+    # Spark's state after a crash right after the sink's commit: the batch is in the offset log
+    # and its state is written, but the commit log does not have it.
+    for name in ("0", ".0.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    produce(bootstrap, topic, order_txn(2)[2:], partition=0, key=b"k")  # order 2's END
+
+    second = Recorder()
+    run(second)
+    replayed, after = second.seen
+    assert (replayed.batch_id, replayed.outcome, replayed.skipped) == (0, "already_applied", True)
+    assert (after.batch_id, after.outcome, after.transactions) == (1, "committed", 1)
+    assert orders() == [1, 2, 101]
+    # One StarRocks transaction per batch, none for the replay.
+    labels = emulator.control.labels("demo")
+    assert sorted(labels.values()) == ["VISIBLE", "VISIBLE"], labels
+    assert sorted((checkpoint / "commits").glob("[0-9]*")) == [
+        checkpoint / "commits" / "0",
+        checkpoint / "commits" / "1",
+    ]

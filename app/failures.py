@@ -2,7 +2,8 @@
 
 Spark's Kafka connector reports lost records with error class ``KAFKA_DATA_LOSS.<reason>``
 buried in a long Java stack; the pipeline prints the reason (topic-partition and offsets, in
-Spark's own words) and what to do about it instead.
+Spark's own words) and what to do about it instead. Any other error is its first line, with
+its root cause (the last ``Caused by:``) when a wrapper hides it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ _ADVICE = (
     "unchanged: nothing after the last committed batch was written."
 )
 
+
+_CAUSED_BY = re.compile(r"^\s*Caused by: (.+)$", re.MULTILINE)
 
 _PARTITION = re.compile(r"topic partition (?P<topic>\S+)-(?P<partition>\d+)\b")
 
@@ -57,8 +60,11 @@ def explain_query_failure(text: str, earliest: EarliestOffset | None = None) -> 
             f" (the earliest offset Kafka still has there is {start})" if start is not None else ""
         )
         return f"Kafka data loss: {reason}{now}. {_ADVICE}"
-    first = text.strip().splitlines()[0] if text.strip() else "unknown error"
-    return first
+    first = text.strip().splitlines()[0].strip() if text.strip() else "unknown error"
+    # A wrapper ("Exception thrown in awaitResult:") says nothing: name the root cause too.
+    causes = _CAUSED_BY.findall(text)
+    root = causes[-1].strip() if causes else ""
+    return f"{first} (caused by {root})" if root and root not in first else first
 
 
 def kafka_earliest(client_settings: dict[str, str]) -> EarliestOffset:

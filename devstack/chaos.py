@@ -7,7 +7,10 @@ restarts the pipeline after every crash the way a supervisor would, and finally 
 * nothing lost, nothing extra, every final version right (verifier vs ground truth);
 * no partial transaction ever visible (the verifier's watch, all run long);
 * no micro-batch committed twice (every committed label on the server, per query and batch);
-* exactly the injected bad transactions dead-lettered, by reason.
+* exactly the injected bad transactions dead-lettered, by reason;
+* the pipeline exited only when a fault made it: a crash point that fired, or an injected
+  fault the product treats as terminal (``TERMINAL_FAULTS``); a restart that fails again, or a
+  fault the product should have ridden out, fails the run.
 
 ``python -m devstack.chaos --runs 30 --seed 1`` prints a table per run and a summary, and
 exits 0 only if every run passed. ``make chaos`` runs a bounded named schedule (CI);
@@ -59,12 +62,16 @@ SINK_FAULTS = (
     "fe-restart",
 )
 OTHER_FAULTS = ("kill9", "broker-restart", "crash-during-recovery")
+# Faults the sink reports as terminal by design, so the pipeline may exit once for each
+# (``TooManyTransactionsError``: the user must raise the FE limit; a restart retries).
+TERMINAL_FAULTS = ("too-many-txns",)
 # HTTP-level faults thrown by the fault proxy between the app and the FE (and, through its
 # rewritten 307s, the BE): the same faults can be thrown at a real StarRocks this way.
 PROXY_FAULTS = ("net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter")
 ALL_FAULTS = tuple(f"crash:{p}" for p in CRASH_POINTS) + SINK_FAULTS + OTHER_FAULTS + PROXY_FAULTS
 
-# The bounded schedule of `make chaos`: every fault kind at least once, bad input in both.
+# The bounded schedule of `make chaos`: every fault kind at least once, bad input in both;
+# run 1 on the default path, run 2 with idle batches (see `run_once`).
 NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
     ("crash:after_load", "commit-lost", "sink-5xx", "broker-restart", "crash:after_commit",
      "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter",
@@ -98,11 +105,15 @@ class RunResult:
     dead_letters: dict[str, tuple[int, int]] = field(default_factory=dict)
     dead_letters_ok: bool = True
     caught_up: bool = False
+    # The pipeline's own exits (its last ERROR line each), and how many no fault explains.
+    exits: list[str] = field(default_factory=list)
+    unexplained_exits: int = 0
     seconds: float = 0.0
     error: str | None = None
     # Per-table sink mode is exactly-once per table but not atomic across tables: partial
     # observations are expected there and reported, not failed.
     per_table: bool = False
+    idle_batches: bool = False
 
     @property
     def passed(self) -> bool:
@@ -117,6 +128,7 @@ class RunResult:
             and (self.partial_observations == 0 or self.per_table)
             and self.watch_checks > 0
             and self.dead_letters_ok
+            and self.unexplained_exits == 0
         )
 
 
@@ -137,6 +149,8 @@ class Supervisor:
         # The driver's crash hook appends "point batch" here before it kills itself.
         self.marker = workdir / "crashes-fired.txt"
         self._fired_at_start = 0
+        # The last ERROR line of every run that exited on its own (kill9 is not one).
+        self.exits: list[str] = []
 
     def start(self) -> None:
         """Start (or restart) the pipeline, arming the next pending crash point if any."""
@@ -169,6 +183,8 @@ class Supervisor:
     def ensure_running(self) -> bool:
         """Restart a pipeline that has exited; True if it did."""
         if self.process is not None and not self.process.running():
+            errors = [line for line in self.process.lines if "level=ERROR" in line]
+            self.exits.append(errors[-1] if errors else "(no ERROR line)")
             self.start()
             return True
         return False
@@ -203,9 +219,18 @@ def run_once(
     log: Callable[[str], None],
     max_offsets: int = 60,
     per_table: bool = False,
+    idle_batches: bool = False,
 ) -> RunResult:
-    """One chaos run on a fresh stack; never raises (errors go into the result)."""
-    result = RunResult(run=index, seed=seed, faults=list(faults), per_table=per_table)
+    """One chaos run on a fresh stack; never raises (errors go into the result).
+
+    ``idle_batches=False`` runs the product's default path (one Spark job per micro-batch,
+    counted by the load, no batch while idle); ``True`` runs Spark's no-data batches, which a
+    never-ended transaction needs to time out once its partition goes quiet, so only such a
+    run injects that kind of bad input.
+    """
+    result = RunResult(
+        run=index, seed=seed, faults=list(faults), per_table=per_table, idle_batches=idle_batches
+    )
     rng = random.Random(seed)
     started = time.monotonic()
     if workdir.exists():
@@ -228,9 +253,7 @@ def run_once(
             "starrocks.sink.commit.check-timeout-ms=20000",
             f"assembler.max-txn-rows={MAX_TXN_ROWS}",
             "assembler.txn-timeout=4s",
-            # The bad input ends partitions with abandoned transactions: they must time out
-            # while the stream is idle, which takes Spark's no-data batches.
-            "pipeline.idle-batches=true",
+            f"pipeline.idle-batches={str(idle_batches).lower()}",
         ]
         extra.append(f"starrocks.load-url=127.0.0.1:{proxy.port}")
         if per_table:
@@ -260,7 +283,9 @@ def run_once(
         )
         watcher.start()
 
-        bad = {k: 1 for k in BadInputKind} if bad_input else {}
+        quiet_timeout = BadInputKind.TXN_TIMEOUT  # ends its partition: needs idle batches
+        bad = {k: 1 for k in BadInputKind if idle_batches or k is not quiet_timeout}
+        bad = bad if bad_input else {}
         gen_box: list[GenerationResult] = []
         gen_error: list[BaseException] = []
         gen_config = GeneratorConfig(
@@ -314,6 +339,10 @@ def run_once(
                     break
             time.sleep(0.3)
         supervisor.stop()
+        result.exits = supervisor.exits
+        result.unexplained_exits = unexplained_exits(
+            len(supervisor.exits), len(crashes_in(supervisor.marker)), result.injected
+        )
         stop_watch.set()
         watcher.join(30)
         if not gen_box:
@@ -422,6 +451,15 @@ def crashes_in(marker: Path) -> list[str]:
     return [line.split()[0] for line in marker.read_text().splitlines() if line.strip()]
 
 
+def unexplained_exits(exits: int, fired_crashes: int, injected: Counter[str]) -> int:
+    """Exits of the pipeline no fault explains (must be 0).
+
+    Each crash point that fired explains one exit, each injected terminal fault
+    (``TERMINAL_FAULTS``) at most one; kill9 restarts the pipeline itself and is no exit.
+    """
+    return max(0, exits - fired_crashes - sum(injected[f] for f in TERMINAL_FAULTS))
+
+
 def _double_commits(stack: LocalStack, prefix: str = NAME) -> int:
     """Batches (per table in per-table mode) with more than one committed label (must be 0).
 
@@ -440,20 +478,25 @@ def _double_commits(stack: LocalStack, prefix: str = NAME) -> int:
 def render(results: Sequence[RunResult]) -> str:
     """The per-run table and the summary."""
     head = (
-        f"{'run':>3} {'verdict':<7} {'faults':<58} {'restarts':>8} {'txns':>5} "
+        f"{'run':>3} {'verdict':<7} {'idle':<4} {'faults':<58} {'restarts':>8} {'txns':>5} "
         f"{'rows exp/found':>15} {'lost':>4} {'dup':>4} {'partial':>7} {'dlq txns':>8} {'s':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         dlq = sum(a for a, _ in r.dead_letters.values())
+        idle = "on" if r.idle_batches else "off"
         lines.append(
-            f"{r.run:>3} {'PASS' if r.passed else 'FAIL':<7} {','.join(r.faults)[:58]:<58} "
+            f"{r.run:>3} {'PASS' if r.passed else 'FAIL':<7} {idle:<4} "
+            f"{','.join(r.faults)[:58]:<58} "
             f"{r.restarts:>8} {r.transactions:>5} {f'{r.rows_expected}/{r.rows_found}':>15} "
             f"{r.lost:>4} {r.extra + r.wrong_version + r.double_committed_batches:>4} "
             f"{r.partial_observations:>7} {dlq:>8} {r.seconds:>5.0f}"
         )
         if r.error:
             lines.append(f"    error: {r.error}")
+        if r.unexplained_exits:
+            lines.append(f"    exits no fault explains: {r.unexplained_exits}; the exits:")
+            lines += [f"      {line[-300:]}" for line in r.exits]
     injected: Counter[str] = Counter()
     dead: Counter[str] = Counter()
     for r in results:
@@ -474,7 +517,8 @@ def render(results: Sequence[RunResult]) -> str:
         f"rows expected {sum(r.rows_expected for r in results)}  "
         f"found {sum(r.rows_found for r in results)}  lost {sum(r.lost for r in results)}  "
         f"duplicated {sum(r.extra + r.wrong_version + r.double_committed_batches for r in results)}"
-        f"  partial-visibility observations {sum(r.partial_observations for r in results)}",
+        f"  partial-visibility observations {sum(r.partial_observations for r in results)}"
+        f"  unexplained exits {sum(r.unexplained_exits for r in results)}",
     ]
     return "\n".join(lines)
 
@@ -525,7 +569,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def one(i: int, faults: tuple[str, ...]) -> RunResult:
         seed = args.seed * 1000 + i
-        print(f"run {i}/{len(schedule)} seed={seed} faults={','.join(faults)}", flush=True)
+        # Odd runs take the default path, even ones Spark's no-data batches: both are proven.
+        idle_batches = i % 2 == 0
+        print(
+            f"run {i}/{len(schedule)} seed={seed} faults={','.join(faults)} "
+            f"idle-batches={str(idle_batches).lower()}",
+            flush=True,
+        )
         result = run_once(
             i,
             seed,
@@ -538,12 +588,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             log=lambda s: print(f"  [{i}] {s.strip()}", flush=True),
             max_offsets=args.max_offsets_per_trigger,
             per_table=args.per_table,
+            idle_batches=idle_batches,
         )
         print(
             f"  -> run {i} {'PASS' if result.passed else 'FAIL'} in {result.seconds:.0f}s "
             f"restarts={result.restarts} lost={result.lost} extra={result.extra} "
             f"wrong={result.wrong_version} double={result.double_committed_batches} "
-            f"partial={result.partial_observations} error={result.error}",
+            f"partial={result.partial_observations} "
+            f"unexplained_exits={result.unexplained_exits} error={result.error}",
             flush=True,
         )
         with tally_lock:

@@ -53,3 +53,24 @@ def test_driver_data_loss_tag() -> None:
 def test_other_errors_keep_their_first_line() -> None:
     assert explain_query_failure("boom\n\tat x.y") == "boom"
     assert explain_query_failure("") == "unknown error"
+
+
+WRAPPED_TEXT = """Exception thrown in awaitResult:
+=== Streaming Query ===
+Identifier: chaos [id = 1, runId = 2]
+\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:70)
+Caused by: org.apache.spark.SparkException: wrapped once
+\tat org.apache.spark.rpc.RpcTimeout.awaitResult(RpcTimeout.scala:75)
+Caused by: org.apache.spark.sql.execution.streaming.state.StateStoreCommitValidationFailed: [STATE_STORE_COMMIT_VALIDATION_FAILED] State store commit validation failed for batch 1.
+Expected 2 commits but got 0.
+\tat org.apache.spark.sql.execution.streaming.state.BatchCommitTracker.validateAllCommitted(StateStoreCoordinator.scala:596)
+"""
+
+
+def test_a_wrapped_error_names_its_root_cause() -> None:
+    line = explain_query_failure(WRAPPED_TEXT)
+    assert line == (
+        "Exception thrown in awaitResult: (caused by org.apache.spark.sql.execution.streaming."
+        "state.StateStoreCommitValidationFailed: [STATE_STORE_COMMIT_VALIDATION_FAILED] State "
+        "store commit validation failed for batch 1.)"
+    )

@@ -5,7 +5,9 @@ Shared by ``make demo`` (:mod:`devstack.demo`), the end-to-end tests and the cha
 
 from __future__ import annotations
 
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,22 +34,29 @@ class LocalStack:
     workdir: Path
     broker: BrokerHandle | None = None
     emulator: EmulatorHandle | None = None
+    #: Where the pipelines' Spark puts its Unix domain socket files (app/session.py), so that a
+    #: pipeline killed on purpose leaves none in /tmp. Not under ``workdir``: a socket's path
+    #: must fit in 108 bytes.
+    socket_dir: Path | None = None
     _emulator_process: Any = None
 
     def start(self) -> LocalStack:
         """Start both services (a few seconds)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="cdc-sockets-"))
         self.broker = start_broker(self.workdir / "kafka")
         self._emulator_process = start_emulator(self.workdir / "starrocks")
         self.emulator = self._emulator_process.handle
         return self
 
     def stop(self) -> None:
-        """Stop what was started, by PID."""
+        """Stop what was started, by PID, and remove the socket folder."""
         if self._emulator_process is not None:
             self._emulator_process.stop()
         if self.broker is not None:
             self.broker.stop()
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -86,7 +95,9 @@ class LocalStack:
     def pipeline_overrides(self, topic: str, checkpoint: Path, name: str) -> list[str]:
         """``--set`` items pointing ``conf/local.yaml`` at this stack."""
         assert self.emulator is not None
+        assert self.socket_dir is not None
         return [
+            f"spark.conf.spark.python.unix.domain.socket.dir={self.socket_dir}",
             f"pipeline.name={name}",
             f"pipeline.checkpoint-location={checkpoint}",
             f"source.bootstrap-servers={self.bootstrap}",

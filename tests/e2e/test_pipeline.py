@@ -32,6 +32,8 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
     with LocalStack(tmp_path / "stack") as s:
         s.apply_ddl()
         yield s
+    assert s.socket_dir is not None
+    assert not s.socket_dir.exists(), "the stack's stop leaves its socket folder"
 
 
 class Watcher:
@@ -91,10 +93,11 @@ def produce_through_a_crash(
     # Crash the driver (kill -9, no cleanup) once it has committed some batches.
     assert pipeline.wait_for_line("batch      2", 240), "no progress before the crash"
     pipeline.kill()
-    # What the killed run could not clean up is in its folder, not in /tmp (but for the
-    # driver's Unix socket file: socket_files).
+    # What the killed run could not clean up is in the folders it was given, not in /tmp:
+    # Spark's scratch, and the Python driver's Unix socket file (LocalStack.socket_dir).
     assert list((tmp_path / "spark-local").glob("spark-*/userFiles-*/cdc-pyfiles-*.zip"))
-    sockets = socket_files()
+    sockets = socket_files(stack)
+    assert sockets, "the killed run's socket file is not in the stack's socket folder"
     pipeline = start_pipeline(stack, tmp_path, *extra)
     producer.join(300)
     ends = topic_end_offsets(stack.bootstrap, TOPIC, partitions)
@@ -103,19 +106,18 @@ def produce_through_a_crash(
     # The workers came from the project's daemon (spark-submit.sh's launcher put it there).
     daemons = [c for c in pipeline.command_lines() if b"\0-m\0app.pydaemon\0" in c]
     assert daemons, pipeline.command_lines()
-    assert socket_files() - sockets, "no Unix domain socket between the JVM and Python"
+    assert socket_files(stack) - sockets, "no Unix domain socket between the JVM and Python"
     pipeline.stop()
     # A graceful stop removes its sockets (app/main.py stops the session on the way out).
-    assert socket_files() <= sockets
+    assert socket_files(stack) <= sockets
     assert_exact(stack, result_box[0].truth, watcher)
 
 
-def socket_files() -> set[Path]:
-    """The Unix domain socket files Spark and PySpark make (app/session.py).
-
-    They go to the JVM's ``java.io.tmpdir``: ``/tmp`` on Linux, whatever ``TMPDIR`` says.
-    """
-    return set(Path("/tmp").glob(".*-*-*-*-*.sock"))
+def socket_files(stack: LocalStack) -> set[Path]:
+    """The Unix domain socket files Spark and PySpark make (app/session.py), in the folder
+    the stack gives ``spark.python.unix.domain.socket.dir``."""
+    assert stack.socket_dir is not None
+    return set(stack.socket_dir.glob(".*.sock"))
 
 
 def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_crash_restart(

@@ -283,9 +283,9 @@ def run_once(
         )
         watcher.start()
 
-        quiet_timeout = BadInputKind.TXN_TIMEOUT  # ends its partition: needs idle batches
-        bad = {k: 1 for k in BadInputKind if idle_batches or k is not quiet_timeout}
-        bad = bad if bad_input else {}
+        # A never-ended transaction ends its partition: it times out only with idle batches.
+        kinds = [k for k in BadInputKind if idle_batches or k is not BadInputKind.TXN_TIMEOUT]
+        bad = {k: 1 for k in kinds} if bad_input else {}
         gen_box: list[GenerationResult] = []
         gen_error: list[BaseException] = []
         gen_config = GeneratorConfig(

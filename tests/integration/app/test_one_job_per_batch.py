@@ -42,19 +42,26 @@ def produce_and_configure(
             workload=WorkloadConfig(orders=60, partitions=2, seed=5),
         )
     )
-    config = emulator_config(
+    # Small batches: transactions straddle them, so the state store carries open ones.
+    small = "source.max-offsets-per-trigger=70"
+    return produced, topic_config(emulator, kafka_broker.bootstrap, topic, tmp_path / "ck", small)
+
+
+def topic_config(
+    emulator: EmulatorHandle, bootstrap: str, topic: str, checkpoint: Path, *extra: str
+) -> AppConfig:
+    """The app's config reading ``topic`` into the emulator, named and labelled after it."""
+    return emulator_config(
         emulator,
         f"pipeline.name={topic}",
-        f"pipeline.checkpoint-location={tmp_path / 'ck'}",
+        f"pipeline.checkpoint-location={checkpoint}",
         "pipeline.progress=quiet",
-        f"source.bootstrap-servers={kafka_broker.bootstrap}",
+        f"source.bootstrap-servers={bootstrap}",
         f"source.topics={topic}",
-        # Small batches: transactions straddle them, so the state store carries open ones.
-        "source.max-offsets-per-trigger=70",
         f"starrocks.sink.label-prefix={topic}",
         "starrocks.sink.buffer-flush.interval-ms=200",
+        *extra,
     )
-    return produced, config
 
 
 def start(spark: Any, config: AppConfig, recorder: Recorder) -> Any:

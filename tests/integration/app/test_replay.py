@@ -17,8 +17,8 @@ from devstack.kafka.admin import create_topic, produce
 from devstack.kafka.broker import KafkaBroker
 from devstack.starrocks.launcher import EmulatorHandle
 from tests.fixtures.kafka import ExternalBroker
-from tests.integration.app.test_batch_writer import Recorder, emulator_config
-from tests.integration.app.test_one_job_per_batch import start
+from tests.integration.app.test_batch_writer import Recorder
+from tests.integration.app.test_one_job_per_batch import start, topic_config
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +37,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
     produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
     checkpoint = tmp_path / "ck"
-    config = emulator_config(
-        emulator,
-        f"pipeline.name={topic}",
-        f"pipeline.checkpoint-location={checkpoint}",
-        "pipeline.progress=quiet",
-        f"source.bootstrap-servers={bootstrap}",
-        f"source.topics={topic}",
-        f"starrocks.sink.label-prefix={topic}",
-        "starrocks.sink.buffer-flush.interval-ms=200",
-    )
+    config = topic_config(emulator, bootstrap, topic, checkpoint)
 
     def orders() -> list[int]:
         return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]

@@ -14,7 +14,10 @@ workload of ``make demo-debezium`` (real multi-statement transactions over two t
    transactions per second for ``--seconds``. BEGIN->visible is the first time an order
    version is seen in StarRocks minus ``updated_ts_ms`` (the wall clock when its source
    transaction began), so it includes Debezium's own capture delay; samples are upper bounds
-   by the 100 ms poll interval.
+   by the 100 ms poll interval. A consumer beside the pipeline notes when each transaction was
+   whole in Kafka (its END marker and every data event it counts had arrived), which splits
+   that latency into Debezium's part (BEGIN -> whole in Kafka) and the pipeline's (whole in
+   Kafka -> visible: what issue 14's target 3 measures for the project's own envelope).
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 
 from devstack.debezium import DebeziumConnect
 from devstack.demo_debezium import (
@@ -42,11 +47,134 @@ from devstack.demo_debezium import (
 )
 from devstack.postgres import PostgresServer
 from devstack.progress import fmt_duration
-from devstack.stack import LatencySampler, LocalStack, topic_end_offsets
+from devstack.stack import LatencySampler, LocalStack, percentiles, topic_end_offsets
+
+
+@dataclass
+class KafkaArrivals:
+    """When each transaction became whole in Kafka, seen by a consumer of every topic.
+
+    Reads from the topics' ends at :meth:`start`. A transaction is whole once its END marker
+    and all the data events it counts (``event_count``) have arrived: the earliest moment any
+    reader could apply it. Times are this process's wall clock when ``poll`` returned the
+    record, so they are late by at most one poll (``fetch.wait.max.ms`` 10).
+    """
+
+    bootstrap: str
+    # txn id -> [data events seen, events the END counts (None before END), last arrival ms]
+    _txns: dict[str, list[Any]] = field(default_factory=dict)
+    # (order_id, version) -> (txn id, updated_ts_ms) of each order version written
+    versions: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> KafkaArrivals:
+        """Assign every topic at its end, then read in a daemon thread."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "cdc-bench-arrivals",  # assigned, never commits
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.assign(
+            [
+                TopicPartition(topic, 0, topic_end_offsets(self.bootstrap, topic, 1)[0])
+                for topic in (*DATA_TOPICS, TRANSACTION_TOPIC)
+            ]
+        )
+        self._thread = threading.Thread(
+            target=self._run, args=(consumer,), daemon=True, name="kafka-arrivals"
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop reading."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self, consumer: Any) -> None:
+        try:
+            while not self._stop.is_set():
+                for msg in consumer.consume(500, 0.1):
+                    if msg.error() is None and msg.value() is not None:
+                        self._note(msg.topic(), msg.value(), time.time() * 1000)
+        finally:
+            consumer.close()
+
+    def _note(self, topic: str, value: bytes, now_ms: float) -> None:
+        doc = json.loads(value)
+        if set(doc) == {"schema", "payload"}:  # JsonConverter with schemas.enable
+            doc = doc["payload"]
+        if topic == TRANSACTION_TOPIC:
+            if doc.get("status") == "END":
+                txn = self._txns.setdefault(_xid(doc["id"]), [0, None, now_ms])
+                txn[1], txn[2] = int(doc["event_count"]), now_ms
+            return
+        txn_id = _xid((doc.get("transaction") or {}).get("id"))
+        txn = self._txns.setdefault(txn_id, [0, None, now_ms])
+        txn[0], txn[2] = txn[0] + 1, now_ms
+        after = doc.get("after")
+        if topic == ORDERS_TOPIC and after and after.get("updated_ts_ms") is not None:
+            key = (int(after["order_id"]), int(after["version"]))
+            self.versions[key] = (txn_id, float(after["updated_ts_ms"]))
+
+    def whole_at(self, txn_id: str) -> float | None:
+        """Epoch ms at which ``txn_id`` was whole in Kafka; ``None`` if it never was."""
+        seen, counted, last_ms = self._txns.get(txn_id, (0, None, 0.0))
+        return last_ms if counted is not None and seen >= counted else None
+
+
+def _xid(txn_id: object) -> str:
+    """PostgreSQL's transaction id: Debezium's ``id`` is ``xid:lsn``, and the LSN of a data
+    event's ``transaction.id`` is not the one of its END marker (as ``assembler.debezium``
+    keys them)."""
+    return str(txn_id).split(":", 1)[0]
+
+
+def split_latency(
+    arrivals: KafkaArrivals, visible_ms: dict[tuple[int, int], float]
+) -> dict[str, dict[str, float]]:
+    """Percentiles of BEGIN -> whole in Kafka and of whole in Kafka -> visible, per version.
+
+    Only order versions that were both whole in Kafka and seen in StarRocks count.
+    """
+    debezium: list[float] = []
+    pipeline: list[float] = []
+    for key, (txn_id, begin_ms) in arrivals.versions.items():
+        whole_ms = arrivals.whole_at(txn_id)
+        seen_ms = visible_ms.get(key)
+        if whole_ms is None or seen_ms is None:
+            continue
+        debezium.append(whole_ms - begin_ms)
+        pipeline.append(seen_ms - whole_ms)
+    return {
+        "begin_to_whole_in_kafka_ms": percentiles(debezium),
+        "whole_in_kafka_to_visible_ms": percentiles(pipeline),
+    }
+
+
+def _pairs(settings: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items as a dict (exits naming the first malformed one)."""
+    pairs: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            msg = f"--connector-set takes KEY=VALUE, got {item!r}"
+            raise SystemExit(msg)
+        pairs[key] = value
+    return pairs
 
 
 def _say(text: str) -> None:
     print(f"[debezium-bench] {text}", flush=True)
+
+
+#: The data topic whose rows carry ``updated_ts_ms`` (the transaction's BEGIN wall clock).
+ORDERS_TOPIC = next(t for t in DATA_TOPICS if t.endswith(".orders"))
 
 
 def _wait_published(bootstrap: str, transactions: int, timeout_s: float) -> float:
@@ -81,7 +209,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"starrocks.sink.buffer-flush.interval-ms={args.trigger_ms}",
     ]
     with LocalStack(workdir / "stack") as stack, PostgresServer(workdir / "pg") as pg:
-        source = prepare(stack, pg)
+        source = replace(prepare(stack, pg), extra=_pairs(args.connector_set))
         with DebeziumConnect(workdir / "connect", stack.bootstrap, source):
             workload = Workload(pg.handle.conninfo(), seed=7)
             _say(f"writing a backlog of {args.backlog} transactions into PostgreSQL")
@@ -104,6 +232,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _say(f"caught up in {fmt_duration(catch_up_s)} from query start")
 
             sampler = LatencySampler(stack.sql_settings()).start()
+            arrivals = KafkaArrivals(stack.bootstrap).start()
             _say(f"steady phase: {args.rate} transactions/s for {args.seconds}s")
             writer = threading.Thread(
                 target=workload.run, args=(int(args.rate * args.seconds), args.rate)
@@ -112,6 +241,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             writer.join(args.seconds * 3 + 120)
             equal = _wait_equal(pg_conn, sr_conn, args.timeout)
             sampler.stop()
+            arrivals.stop()
             pipeline.stop()
     return {
         "backlog_transactions": args.backlog,
@@ -124,7 +254,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "steady_seconds": args.seconds,
         "steady_equal_at_end": equal,
         "begin_to_visible_ms_steady": sampler.percentiles(steady=True),
+        **split_latency(arrivals, sampler.visible_ms),
         "trigger_ms": args.trigger_ms,
+        "connector_settings": _pairs(args.connector_set),
         "max_offsets_per_trigger": args.max_offsets,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
@@ -140,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-ms", type=int, default=1000)
     parser.add_argument("--max-offsets", type=int, default=200_000)
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--connector-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Debezium connector property (e.g. poll.interval.ms=100)",
+    )
     args = parser.parse_args(argv)
     try:
         result = run(args)

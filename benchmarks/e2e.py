@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from benchmarks.procstat import (
 )
 from benchmarks.workload import DATABASE, TABLE, Shape, SteadyProducer, VisibilitySampler
 from devstack.pipeline_process import PipelineProcess
-from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
+from devstack.stack import LOCAL_CONFIG, LocalStack, percentiles, wait_caught_up
 
 # "batch N  [in X  ]rows R  txns T ..." (the app's progress line).
 BATCH_LINE = re.compile(r"^batch\s+(\d+)\s.*?\brows\s+(\d+)\s+txns\s+(\d+)")
@@ -122,13 +121,6 @@ def overrides(
         f"starrocks.table-name={TABLE}",
         *extra,
     ]
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    if len(values) < 2:
-        return {}
-    q = statistics.quantiles(values, n=100, method="inclusive")
-    return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(values), "n": float(len(values))}
 
 
 class Profiler:

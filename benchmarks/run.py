@@ -474,8 +474,8 @@ class Bench:
     def latency(self) -> None:
         """Visibility latency vs trigger interval, in process, at a steady moderate rate."""
         from benchmarks import spark_queries as q
-        from benchmarks.e2e import percentiles
         from benchmarks.workload import Shape, SteadyProducer, VisibilitySampler
+        from devstack.stack import percentiles
 
         s = self.sizes
         shape = Shape(4, 10, 100)

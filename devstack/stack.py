@@ -183,6 +183,8 @@ class LatencySampler:
     samples_ms: list[float] = field(default_factory=list)
     # (source time, latency) pairs, to separate warm-up from steady state.
     samples: list[tuple[float, float]] = field(default_factory=list)
+    # When each (order_id, version) was first seen, epoch ms: to join with other timings.
+    visible_ms: dict[tuple[int, int], float] = field(default_factory=dict)
     _seen: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -212,6 +214,7 @@ class LatencySampler:
                 for order_id, version, ts in rows:
                     if self._seen.get(int(order_id), -1) < int(version):
                         self._seen[int(order_id)] = int(version)
+                        self.visible_ms[(int(order_id), int(version))] = now_ms
                         if ts is not None:
                             self.samples_ms.append(now_ms - float(ts))
                             self.samples.append((float(ts), now_ms - float(ts)))
@@ -229,7 +232,12 @@ class LatencySampler:
         if steady and self.samples:
             first_visible = min(ts + lat for ts, lat in self.samples)
             values = [lat for ts, lat in self.samples if ts >= first_visible]
-        if len(values) < 2:
-            return {}
-        q = statistics.quantiles(values, n=100, method="inclusive")
-        return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(values), "n": len(values)}
+        return percentiles(values)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99/max and n of ``values`` (empty with fewer than two)."""
+    if len(values) < 2:
+        return {}
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(values), "n": len(values)}

@@ -49,6 +49,18 @@ from devstack.postgres import PostgresServer
 from devstack.progress import fmt_duration
 from devstack.stack import LatencySampler, LocalStack, percentiles, topic_end_offsets
 
+#: The data topic whose rows carry ``updated_ts_ms`` (the transaction's BEGIN wall clock).
+ORDERS_TOPIC = next(t for t in DATA_TOPICS if t.endswith(".orders"))
+
+
+@dataclass
+class _Arrival:
+    """What has reached Kafka of one transaction."""
+
+    seen: int = 0  # data events
+    counted: int | None = None  # the events its END counts; None before the END
+    last_ms: float = 0.0  # when the latest of them arrived
+
 
 @dataclass
 class KafkaArrivals:
@@ -61,8 +73,7 @@ class KafkaArrivals:
     """
 
     bootstrap: str
-    # txn id -> [data events seen, events the END counts (None before END), last arrival ms]
-    _txns: dict[str, list[Any]] = field(default_factory=dict)
+    _txns: dict[str, _Arrival] = field(default_factory=dict)
     # (order_id, version) -> (txn id, updated_ts_ms) of each order version written
     versions: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -111,12 +122,12 @@ class KafkaArrivals:
             doc = doc["payload"]
         if topic == TRANSACTION_TOPIC:
             if doc.get("status") == "END":
-                txn = self._txns.setdefault(_xid(doc["id"]), [0, None, now_ms])
-                txn[1], txn[2] = int(doc["event_count"]), now_ms
+                txn = self._txns.setdefault(_xid(doc["id"]), _Arrival())
+                txn.counted, txn.last_ms = int(doc["event_count"]), now_ms
             return
         txn_id = _xid((doc.get("transaction") or {}).get("id"))
-        txn = self._txns.setdefault(txn_id, [0, None, now_ms])
-        txn[0], txn[2] = txn[0] + 1, now_ms
+        txn = self._txns.setdefault(txn_id, _Arrival())
+        txn.seen, txn.last_ms = txn.seen + 1, now_ms
         after = doc.get("after")
         if topic == ORDERS_TOPIC and after and after.get("updated_ts_ms") is not None:
             key = (int(after["order_id"]), int(after["version"]))
@@ -124,8 +135,10 @@ class KafkaArrivals:
 
     def whole_at(self, txn_id: str) -> float | None:
         """Epoch ms at which ``txn_id`` was whole in Kafka; ``None`` if it never was."""
-        seen, counted, last_ms = self._txns.get(txn_id, (0, None, 0.0))
-        return last_ms if counted is not None and seen >= counted else None
+        txn = self._txns.get(txn_id)
+        if txn is None or txn.counted is None or txn.seen < txn.counted:
+            return None
+        return txn.last_ms
 
 
 def _xid(txn_id: object) -> str:
@@ -173,10 +186,6 @@ def _say(text: str) -> None:
     print(f"[debezium-bench] {text}", flush=True)
 
 
-#: The data topic whose rows carry ``updated_ts_ms`` (the transaction's BEGIN wall clock).
-ORDERS_TOPIC = next(t for t in DATA_TOPICS if t.endswith(".orders"))
-
-
 def _wait_published(bootstrap: str, transactions: int, timeout_s: float) -> float:
     """Seconds until the transaction topic holds BEGIN + END of ``transactions`` transactions."""
     started = time.monotonic()
@@ -208,8 +217,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"source.max-offsets-per-trigger={args.max_offsets}",
         f"starrocks.sink.buffer-flush.interval-ms={args.trigger_ms}",
     ]
+    connector = _pairs(args.connector_set)
     with LocalStack(workdir / "stack") as stack, PostgresServer(workdir / "pg") as pg:
-        source = replace(prepare(stack, pg), extra=_pairs(args.connector_set))
+        source = replace(prepare(stack, pg), extra=connector)
         with DebeziumConnect(workdir / "connect", stack.bootstrap, source):
             workload = Workload(pg.handle.conninfo(), seed=7)
             _say(f"writing a backlog of {args.backlog} transactions into PostgreSQL")
@@ -256,7 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "begin_to_visible_ms_steady": sampler.percentiles(steady=True),
         **split_latency(arrivals, sampler.visible_ms),
         "trigger_ms": args.trigger_ms,
-        "connector_settings": _pairs(args.connector_set),
+        "connector_settings": connector,
         "max_offsets_per_trigger": args.max_offsets,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }

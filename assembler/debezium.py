@@ -39,6 +39,7 @@ partition, offset and transaction): see ``docs/debezium.md``.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -337,6 +338,11 @@ class _Run:
         self.out: list[OutputRow] = []
         self.snapshot: list[_Row] = []
         self.current_key: bytes | None = None
+        # The queue of applied ENDs, in commit order, and the keys in it: a backlog can queue
+        # thousands, and each END and each pending transaction asks whether its key is queued.
+        self.ends: deque[dict[str, Any]] = deque(st["ends"])
+        self.queued: set[str] = {e["key"] for e in self.ends}
+        self.routes: dict[tuple[str, str], tuple[tuple[str, str] | None, str | None]] = {}
 
     # -- decoding -------------------------------------------------------------------------
 
@@ -391,23 +397,18 @@ class _Run:
         else:
             ev.kind = "orphan"
             return ev
-        ev.target = self.s.target(schema, table)
-        if ev.target is None:
-            ev.bad = [UNKNOWN_TABLE, f"source table {schema}.{table} is not in the table map"]
-            return ev
-        targets = self.s.core.targets
-        problem = None if targets is None else targets.problem(*ev.target)
+        ev.target, problem = self.route(schema, table)
         if problem is not None:
-            ev.target = None
-            ev.bad = [UNKNOWN_TABLE, f"source table {schema}.{table}: {problem}"]
+            ev.bad = [UNKNOWN_TABLE, problem]
             return ev
         if op in _UPSERT_OPS:
             after = doc.get("after")
             if not isinstance(after, dict):
                 msg = f"op {op!r} without an 'after' object"
                 raise _Undecodable(msg)
-            toast = sorted(k for k, v in after.items() if v == UNAVAILABLE_VALUE)
-            if toast:
+            # The scan of the values runs in C; naming the columns is for the rare hit.
+            if UNAVAILABLE_VALUE in after.values():
+                toast = sorted(k for k, v in after.items() if v == UNAVAILABLE_VALUE)
                 ev.bad = [
                     UNAVAILABLE,
                     f"column(s) {', '.join(toast)} of {schema}.{table} carry Debezium's "
@@ -427,6 +428,21 @@ class _Run:
             msg = f"unsupported op {op!r} (only c, u, r, d are applied)"
             raise _Undecodable(msg)
         return ev
+
+    def route(self, schema: str, table: str) -> tuple[tuple[str, str] | None, str | None]:
+        """(target, why it may not be written) of a source table, worked out once per call."""
+        found = self.routes.get((schema, table))
+        if found is None:
+            target = self.s.target(schema, table)
+            targets = self.s.core.targets
+            if target is None:
+                found = (None, f"source table {schema}.{table} is not in the table map")
+            elif targets is not None and (problem := targets.problem(*target)) is not None:
+                found = (None, f"source table {schema}.{table}: {problem}")
+            else:
+                found = (target, None)
+            self.routes[(schema, table)] = found
+        return found
 
     def decode_marker(self, doc: dict[str, Any]) -> _Decoded:
         status, tid = doc.get("status"), doc.get("id")
@@ -560,7 +576,7 @@ class _Run:
             if ev.order - buffered > 0:
                 self.st["dropping"][key] = [ev.order - buffered, self.now]
             return
-        if any(e["key"] == key for e in self.st["ends"]):
+        if key in self.queued:
             return  # a re-sent END of a transaction still waiting for its data
         rejected = self.st["rejected"].get(key)
         if rejected is not None:
@@ -583,7 +599,8 @@ class _Run:
             "begin": begin[0] if begin else None,
             "lsn": lsn,
         }
-        self.st["ends"].append(entry)
+        self.ends.append(entry)
+        self.queued.add(key)
         if begin is None:
             self.violate(
                 Violation.NO_BEGIN.value,
@@ -612,7 +629,7 @@ class _Run:
         self.snapshot = []
 
     def drain(self) -> None:
-        ends: list[dict[str, Any]] = self.st["ends"]
+        ends = self.ends
         while ends:
             head = ends[0]
             key = head["key"]
@@ -624,7 +641,8 @@ class _Run:
             over = any(n > want.get(c, 0) for c, n in counts.items())
             if len(rows) < head["count"] and not over:
                 return  # not complete yet: everything behind it waits (commit order)
-            ends.pop(0)
+            ends.popleft()
+            self.queued.discard(key)
             self.st["pending"].pop(key, None)
             ordered = [rows[k] for k in sorted(rows, key=int)]
             if head["lsn"] is not None:
@@ -816,10 +834,11 @@ class _Run:
 
     def check_timeouts(self) -> None:
         limit = self.s.core.txn_timeout_ms
-        ends: list[dict[str, Any]] = self.st["ends"]
+        ends = self.ends
         while ends and self.now - ends[0]["at"] >= limit:
-            head = ends.pop(0)
+            head = ends.popleft()
             key = head["key"]
+            self.queued.discard(key)
             pending = self.st["pending"].pop(key, {"rows": {}})["rows"]
             detail = (
                 f"END of transaction {head['id']!r} at {head['topic']}:{head['partition']}:"
@@ -848,7 +867,7 @@ class _Run:
                     len(ordered),
                 ]
         for key in [k for k, p in self.st["pending"].items() if self.now - p["since"] >= limit]:
-            if any(e["key"] == key for e in ends):
+            if key in self.queued:
                 continue  # its END is queued: the END's own clock decides
             rows = self.st["pending"][key]["rows"]
             first = rows[min(rows, key=int)]
@@ -881,7 +900,7 @@ class _Run:
 
     def next_deadline(self) -> int | None:
         limit = self.s.core.txn_timeout_ms
-        times = [e["at"] for e in self.st["ends"][:1]]
+        times = [self.ends[0]["at"]] if self.ends else []
         times += [p["since"] for p in self.st["pending"].values()]
         times += [v[2] for v in self.st["rejected"].values()]
         times += [v[1] for v in self.st["dropping"].values()]
@@ -890,5 +909,6 @@ class _Run:
         return int(min(times)) + limit
 
     def finish(self) -> DebeziumStep:
+        self.st["ends"] = list(self.ends)
         state = (DEBEZIUM_STATE_VERSION, orjson.dumps(self.st))
         return DebeziumStep(self.out, state, self.next_deadline())

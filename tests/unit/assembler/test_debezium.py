@@ -336,3 +336,33 @@ def test_a_table_the_sink_may_not_write_rejects_the_whole_transaction() -> None:
     assert len(rejects) == 4
     assert all(r.reason.startswith("unknown-table:") for r in rejects), rejects
     assert any("not in table-name" in r.reason for r in rejects)
+
+
+def test_an_end_queued_in_an_earlier_call_is_known_to_later_calls() -> None:
+    src = Source()
+    b, o, i1, i2, e = order_txn(src, 720, 10, 1)
+    resent = src.end(720, 14, {"orders": 1, "order_items": 2})
+    nxt = order_txn(src, 721, 100, 2)
+    asm = DebeziumAssembler(settings())
+    # The order arrives, then its END, then the same END again (a Connect restart); the items
+    # come last.
+    first = asm.process(None, [b, o], 0)
+    queued = asm.process(first.state, [e], 5_000)
+    again = asm.process(queued.state, [resent], 6_000)
+    assert first.outputs == queued.outputs == again.outputs == []
+    # The order waited 10 s, but its END is queued: the END's clock decides, not the data's.
+    assert asm.expire(again.state, 10_000).outputs == []
+    done = asm.process(again.state, [i1, i2, *nxt], 10_000)
+    assert [(r.txn_id, r.txn_seq) for r in done.outputs] == [("720", 1)] * 3 + [("721", 2)] * 3
+    assert all(r.kind == KIND_ROW for r in done.outputs)
+
+
+def test_a_long_queue_of_ends_drains_in_commit_order() -> None:
+    src = Source()
+    txns = [order_txn(src, 800 + n, 1_000 + 10 * n, n) for n in range(50)]
+    markers = [r for t in txns for r in (t[0], t[-1])]
+    data = [r for t in txns for r in t[1:-1]]
+    out, state = run(DebeziumAssembler(settings()), [markers, data[:70], data[70:]])
+    assert [r.txn_id for r in out if r.is_txn_end] == [str(800 + n) for n in range(50)]
+    assert [r.txn_seq for r in out if r.is_txn_end] == list(range(1, 51))
+    assert json.loads(state[1])["ends"] == []

@@ -39,6 +39,7 @@ partition, offset and transaction): see ``docs/debezium.md``.
 from __future__ import annotations
 
 import json
+import struct
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -57,7 +58,11 @@ from common.errors import ConfigError, Terminal
 #: WAL unless the table has REPLICA IDENTITY FULL).
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
-DEBEZIUM_STATE_VERSION = 1
+DEBEZIUM_STATE_VERSION = 2
+"""2: a JSON header, then each waiting transaction's rows as JSON text of their own, parsed only
+when a call touches that transaction (a backlog's waiting rows cost a copy per call, not a
+parse). 1: one JSON document; still read, written as 2."""
+_HEADER_LENGTH = struct.Struct(">I")
 DEBEZIUM_STATE_FIELDS: tuple[tuple[str, str], ...] = (
     ("version", "int"),
     ("blob", "binary"),
@@ -323,11 +328,38 @@ def _load(state: tuple[Any, ...] | None) -> dict[str, Any]:
             "dropping": {},
         }
     version, blob = state
+    if version == 1:
+        loaded: dict[str, Any] = orjson.loads(blob)
+        return loaded
     if version != DEBEZIUM_STATE_VERSION:
-        msg = f"Debezium assembler state version {version} is not {DEBEZIUM_STATE_VERSION}"
+        msg = (
+            f"Debezium assembler state version {version} is not one this release reads "
+            f"(1 or {DEBEZIUM_STATE_VERSION}): the checkpoint was written by a newer release"
+        )
         raise AssemblerError(msg)
-    loaded: dict[str, Any] = orjson.loads(blob)
-    return loaded
+    view = memoryview(blob)
+    (size,) = _HEADER_LENGTH.unpack_from(view)
+    header: dict[str, Any] = orjson.loads(view[_HEADER_LENGTH.size : _HEADER_LENGTH.size + size])
+    at = _HEADER_LENGTH.size + size
+    # The rows follow in the header's order of the waiting transactions; kept as bytes.
+    for entry in header["pending"].values():
+        length = entry.pop("size")
+        entry["rows"] = view[at : at + length]
+        at += length
+    return header
+
+
+def _dump(st: dict[str, Any]) -> bytes:
+    """Version 2 of the state: rows no call touched are copied as they were read."""
+    pending: dict[str, dict[str, Any]] = {}
+    texts: list[bytes | memoryview] = []
+    for key, entry in st["pending"].items():
+        rows = entry["rows"]
+        text = orjson.dumps(rows) if isinstance(rows, dict) else rows
+        texts.append(text)
+        pending[key] = {"since": entry["since"], "size": len(text)}
+    header = orjson.dumps({**st, "pending": pending})
+    return b"".join([_HEADER_LENGTH.pack(len(header)), header, *texts])
 
 
 class _Run:
@@ -428,6 +460,24 @@ class _Run:
             msg = f"unsupported op {op!r} (only c, u, r, d are applied)"
             raise _Undecodable(msg)
         return ev
+
+    def rows(self, key: str) -> dict[str, _Row]:
+        """The buffered data events of a waiting transaction by ``total_order`` (parsed once)."""
+        entry = self.st["pending"].get(key)
+        if entry is None:
+            return {}
+        rows = entry["rows"]
+        if isinstance(rows, dict):
+            return rows
+        parsed: dict[str, _Row] = orjson.loads(rows)
+        entry["rows"] = parsed
+        return parsed
+
+    def pop_rows(self, key: str) -> dict[str, _Row]:
+        """Take a transaction out of the waiting ones, with its buffered data events."""
+        rows = self.rows(key)
+        self.st["pending"].pop(key, None)
+        return rows
 
     def route(self, schema: str, table: str) -> tuple[tuple[str, str] | None, str | None]:
         """(target, why it may not be written) of a source table, worked out once per call."""
@@ -547,8 +597,8 @@ class _Run:
         if rejected is not None:
             self.reject_follow_up(key, rejected, rec, ev)
             return
-        pending = self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
-        rows = pending["rows"]
+        self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
+        rows = self.rows(key)
         order = str(ev.order)
         if order in rows:
             return  # duplicate (Kafka Connect re-send): total_order is unique per transaction
@@ -571,7 +621,7 @@ class _Run:
         lsn = self.commit_lsn(ev.txn)
         if lsn is not None and lsn <= self.st["wm"]:
             # Re-sent END of a transaction already emitted: drop it and its data events.
-            buffered = len(self.st["pending"].pop(key, {"rows": {}})["rows"])
+            buffered = len(self.pop_rows(key))
             self.st["begins"].pop(key, None)
             if ev.order - buffered > 0:
                 self.st["dropping"][key] = [ev.order - buffered, self.now]
@@ -633,7 +683,7 @@ class _Run:
         while ends:
             head = ends[0]
             key = head["key"]
-            rows = self.st["pending"].get(key, {"rows": {}})["rows"]
+            rows = self.rows(key)
             counts: dict[str, int] = {}
             for row in rows.values():
                 counts[row[3]] = counts.get(row[3], 0) + 1
@@ -744,7 +794,7 @@ class _Run:
         """Reject a transaction now: its buffered rows, and later events as they arrive."""
         self.violate(v, rec, key, detail)
         reason = f"{v}: {detail}"
-        pending = self.st["pending"].pop(key, {"rows": {}})["rows"]
+        pending = self.pop_rows(key)
         ordered = [pending[k] for k in sorted(pending, key=int)]
         self.st["begins"].pop(key, None)
         self.reject_rows(key, ordered, None, reason)
@@ -839,7 +889,7 @@ class _Run:
             head = ends.popleft()
             key = head["key"]
             self.queued.discard(key)
-            pending = self.st["pending"].pop(key, {"rows": {}})["rows"]
+            pending = self.pop_rows(key)
             detail = (
                 f"END of transaction {head['id']!r} at {head['topic']}:{head['partition']}:"
                 f"{head['offset']} waited {self.now - head['at']} ms for its data events "
@@ -869,7 +919,7 @@ class _Run:
         for key in [k for k, p in self.st["pending"].items() if self.now - p["since"] >= limit]:
             if key in self.queued:
                 continue  # its END is queued: the END's own clock decides
-            rows = self.st["pending"][key]["rows"]
+            rows = self.rows(key)
             first = rows[min(rows, key=int)]
             detail = (
                 f"data events of transaction {key} waited "
@@ -910,5 +960,5 @@ class _Run:
 
     def finish(self) -> DebeziumStep:
         self.st["ends"] = list(self.ends)
-        state = (DEBEZIUM_STATE_VERSION, orjson.dumps(self.st))
+        state = (DEBEZIUM_STATE_VERSION, _dump(self.st))
         return DebeziumStep(self.out, state, self.next_deadline())

@@ -14,6 +14,7 @@ from assembler.debezium import (
     DebeziumSettings,
     DebeziumStep,
 )
+from assembler.exceptions import AssemblerError
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Targets, Violation
@@ -365,4 +366,47 @@ def test_a_long_queue_of_ends_drains_in_commit_order() -> None:
     out, state = run(DebeziumAssembler(settings()), [markers, data[:70], data[70:]])
     assert [r.txn_id for r in out if r.is_txn_end] == [str(800 + n) for n in range(50)]
     assert [r.txn_seq for r in out if r.is_txn_end] == list(range(1, 51))
-    assert json.loads(state[1])["ends"] == []
+    assert DebeziumAssembler(settings()).expire(state, 10**12).outputs == []  # nothing queued
+
+
+def test_a_state_written_by_the_previous_release_is_read() -> None:
+    """Version 1 (one JSON document) holding an order whose items and END are still to come."""
+    src = Source()
+    b, _, i1, i2, e = order_txn(src, 730, 10, 1)
+    row = ["shop.public.orders", 0, 0, "public.orders", "UPSERT", "demo", "orders"]
+    v1 = {
+        "offsets": {"shop.transaction\x000": 0, "shop.public.orders\x000": 0},
+        "seq": 0,
+        "wm": -1,
+        "begins": {"730": [b.offset, 0, 1]},
+        "pending": {"730": {"since": 0, "rows": {"1": [*row, '{"order_id":1,"n":2}', 5, None]}}},
+        "ends": [],
+        "rejected": {},
+        "dropping": {},
+    }
+    step = DebeziumAssembler(settings()).process((1, json.dumps(v1).encode()), [i1, i2, e], 0)
+    assert [(r.table, r.row) for r in step.outputs] == [
+        ("orders", '{"order_id":1,"n":2}'),
+        ("order_items", '{"order_id":1,"line":1}'),
+        ("order_items", '{"order_id":1,"line":2}'),
+    ]
+    assert step.state[0] == 2
+
+
+def test_a_state_from_a_newer_release_is_refused_by_name() -> None:
+    with pytest.raises(AssemblerError, match="state version 3 is not one this release reads"):
+        DebeziumAssembler(settings()).process((3, b"{}"), [], 0)
+
+
+def test_waiting_transactions_survive_many_calls_untouched() -> None:
+    src = Source()
+    txns = [order_txn(src, 900 + n, 5_000 + 10 * n, n) for n in range(20)]
+    data = [r for t in txns for r in t[1:-1]]
+    markers = [r for t in txns for r in (t[0], t[-1])]
+    # Every data event first, one transaction a call; then the markers, three calls.
+    calls = [data[i : i + 3] for i in range(0, len(data), 3)]
+    calls += [markers[:10], markers[10:25], markers[25:]]
+    out, _ = run(DebeziumAssembler(settings()), calls)
+    assert [r.txn_id for r in out if r.is_txn_end] == [str(900 + n) for n in range(20)]
+    assert len(out) == 60
+    assert all(r.kind == KIND_ROW for r in out)

@@ -341,11 +341,14 @@ def _load(state: tuple[Any, ...] | None) -> dict[str, Any]:
     (size,) = _HEADER_LENGTH.unpack_from(view)
     header: dict[str, Any] = orjson.loads(view[_HEADER_LENGTH.size : _HEADER_LENGTH.size + size])
     at = _HEADER_LENGTH.size + size
-    # The rows follow in the header's order of the waiting transactions; kept as bytes.
+    # The rows follow in the header's order of the waiting transactions, left unparsed.
     for entry in header["pending"].values():
         length = entry.pop("size")
         entry["rows"] = view[at : at + length]
         at += length
+    if at != len(view):
+        msg = f"Debezium assembler state is {len(view)} bytes, its header accounts for {at}"
+        raise AssemblerError(msg)
     return header
 
 

@@ -398,6 +398,16 @@ def test_a_state_from_a_newer_release_is_refused_by_name() -> None:
         DebeziumAssembler(settings()).process((3, b"{}"), [], 0)
 
 
+def test_a_state_of_the_wrong_length_is_refused() -> None:
+    src = Source()
+    b, o, *_ = order_txn(src, 740, 10, 1)
+    asm = DebeziumAssembler(settings())
+    version, blob = asm.process(None, [b, o], 0).state
+    for broken in (blob[:-1], blob + b"x"):
+        with pytest.raises(AssemblerError, match="header accounts for"):
+            asm.process((version, broken), [], 0)
+
+
 def test_waiting_transactions_survive_many_calls_untouched() -> None:
     src = Source()
     txns = [order_txn(src, 900 + n, 5_000 + 10 * n, n) for n in range(20)]

@@ -375,7 +375,8 @@ class _Run:
         self.current_key: bytes | None = None
         # The queue of applied ENDs, in commit order, and the keys in it: a backlog can queue
         # thousands, and each END and each pending transaction asks whether its key is queued.
-        self.ends: deque[dict[str, Any]] = deque(st["ends"])
+        # It leaves ``st`` for the call, so that there is one copy; ``finish`` puts it back.
+        self.ends: deque[dict[str, Any]] = deque(st.pop("ends"))
         self.queued: set[str] = {e["key"] for e in self.ends}
         self.routes: dict[tuple[str, str], tuple[tuple[str, str] | None, str | None]] = {}
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from app.checkpoint_files import CheckpointFiles
 from common.errors import CdcError, Terminal
+from common.spark_hash import partition_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -135,46 +136,12 @@ def slot_of(slots: int) -> Column:
     """The slot of each Kafka record: spreads one topic's partitions evenly over the slots.
 
     ``pmod(hash(topic), slots) + partition`` modulo ``slots``: consecutive partitions of a
-    topic go to consecutive slots. The value is the slot's *key* (:func:`slot_keys`), so that
-    Spark's hash partitioning puts slot ``i`` in state-store partition ``i``.
+    topic go to consecutive slots. The value is the slot's *key*
+    (:func:`common.spark_hash.partition_keys`), so that Spark's hash partitioning puts slot ``i``
+    in state-store partition ``i``.
     """
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
     index = F.pmod(F.pmod(F.hash("topic"), F.lit(slots)) + F.col("partition"), F.lit(slots))
-    keys = F.array(*[F.lit(k) for k in slot_keys(slots)])
+    keys = F.array(*[F.lit(k) for k in partition_keys(slots)])
     return F.element_at(keys, index + 1)
-
-
-def slot_keys(slots: int) -> list[int]:
-    """For each state-store partition ``i``, the smallest int key Spark hashes to ``i``.
-
-    Spark places a group of a stateful operator in partition
-    ``pmod(murmur3_x86_32(key, seed 42), spark.sql.shuffle.partitions)``. Grouping by the
-    slot index itself would put two slots in one partition about as often as not, and leave
-    a core idle.
-    """
-    keys: dict[int, int] = {}
-    candidate = 0
-    while len(keys) < slots:
-        keys.setdefault(spark_hash_int(candidate) % slots, candidate)
-        candidate += 1
-    return [keys[i] for i in range(slots)]
-
-
-def spark_hash_int(value: int, seed: int = 42) -> int:
-    """Spark's ``hash()`` of one INT column: ``Murmur3_x86_32.hashInt`` (a signed int32)."""
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-    k1 = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
-    k1 = rotl(k1, 15) * 0x1B873593 & 0xFFFFFFFF
-    h1 = rotl(seed ^ k1, 13)
-    h1 = (h1 * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h1 ^= 4  # the input's length in bytes
-    h1 ^= h1 >> 16
-    h1 = h1 * 0x85EBCA6B & 0xFFFFFFFF
-    h1 ^= h1 >> 13
-    h1 = h1 * 0xC2B2AE35 & 0xFFFFFFFF
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from common.spark_hash import partition_keys
 from sinks.base import (
     Sink,
     Tally,
@@ -617,22 +618,18 @@ class SparkLoadJob:
         """Run the load job (driver; the work happens on executors)."""
         self.ran = True
         df = self._df
+        cfg = self._config
+        tables: tuple[str, ...] | None
         if ANY_TABLE in labels:
-            # Tables known only afterwards: one task per table that may come, collisions
-            # load one after the other.
-            cfg = self._config
-            tasks = (
-                len(cfg.tables) + 1
-                if cfg.tables
-                else df.sparkSession.sparkContext.defaultParallelism
-            )
+            # Tables known only afterwards: the configured ones and the dead-letter table.
+            tables = (*cfg.tables, cfg.dead_letter_table) if cfg.tables else None
         else:
-            df = df.where(df["table"].isin(sorted(labels)))
-            tasks = max(1, len(labels))
+            tables = tuple(sorted(labels))
+            df = df.where(df["table"].isin(list(tables)))
         columns = (*LOADER_COLUMNS, *self._tally.columns) if self._tally else LOADER_COLUMNS
         plan = LoadPlan(self._config, dict(labels), multi, self._batch_id, self._tally)
         loading = (
-            df.repartition(tasks, "table")
+            by_table(df, tables)
             .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
             .select(*dict.fromkeys(columns))
             .mapInArrow(PartitionLoader(plan), report_schema())
@@ -671,6 +668,27 @@ class SparkLoadJob:
             )
             reports.append(report.typed())
         return reports
+
+
+def by_table(df: DataFrame, tables: Sequence[str] | None) -> DataFrame:
+    """``df`` in one Spark partition per table, so that a task loads each table it has alone.
+
+    Known ``tables`` each get a partition of their own (a row of any other table goes with the
+    last one). Partitioned by the table's name, two of them would share a task about as often
+    as not (``orders`` and ``order_items`` do, in two partitions), and that task would load
+    both while a core idled. With the tables unknown (``table-name: *``): one partition per
+    core, by the name's hash, so colliding tables load one after the other.
+    """
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+    if tables is None:
+        return df.repartition(df.sparkSession.sparkContext.defaultParallelism, "table")
+    if not tables:
+        return df.repartition(1)
+    keys = partition_keys(len(tables))
+    pairs = [F.lit(v) for table, key in zip(tables, keys, strict=True) for v in (table, key)]
+    task = F.coalesce(F.create_map(*pairs)[F.col("table")], F.lit(keys[-1])).cast("int")
+    return df.repartition(len(tables), task)
 
 
 def _read_through(df: DataFrame, batch_id: int) -> None:

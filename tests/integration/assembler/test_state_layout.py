@@ -15,10 +15,9 @@ from app.state_layout import (
     LayoutError,
     StateLayout,
     plan_layout,
-    slot_keys,
     slot_of,
-    spark_hash_int,
 )
+from common.spark_hash import partition_keys, spark_hash_int
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +32,7 @@ def test_spark_hash_int_is_sparks_hash(spark: Any) -> None:
 @pytest.mark.parametrize("slots", [1, 2, 3, 8, 16])
 def test_slot_i_is_in_state_partition_i(spark: Any, slots: int) -> None:
     # repartition(n, col) is the hash partitioning a stateful operator's input gets.
-    keys = slot_keys(slots)
+    keys = partition_keys(slots)
     df = spark.createDataFrame([(k,) for k in keys], "k int").repartition(slots, "k")
     placed = {r.k: r.p for r in df.selectExpr("k", "spark_partition_id() AS p").collect()}
     assert [placed[k] for k in keys] == list(range(slots))
@@ -42,7 +41,7 @@ def test_slot_i_is_in_state_partition_i(spark: Any, slots: int) -> None:
 def test_a_topics_partitions_are_spread_evenly_over_the_slots(spark: Any) -> None:
     rows = [(topic, p) for topic in ("orders", "cdc.shop.items") for p in range(12)]
     df = spark.createDataFrame(rows, "topic string, partition int")
-    keys = slot_keys(4)
+    keys = partition_keys(4)
     got = df.withColumn("slot", slot_of(4)).collect()
     for topic in ("orders", "cdc.shop.items"):
         slots = [keys.index(r.slot) for r in got if r.topic == topic]

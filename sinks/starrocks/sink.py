@@ -683,6 +683,7 @@ def by_table(df: DataFrame, tables: Sequence[str] | None) -> DataFrame:
 
     if tables is None:
         return df.repartition(df.sparkSession.sparkContext.defaultParallelism, "table")
+    tables = tuple(dict.fromkeys(tables))  # a map literal refuses a key given twice
     if not tables:
         return df.repartition(1)
     keys = partition_keys(len(tables))

@@ -57,6 +57,14 @@ def test_a_table_not_named_goes_with_the_last_one(spark: Any) -> None:
     assert placed == {"orders": {0}, "order_items": {1}, "_cdc_dead_letter": {2}, "other": {2}}
 
 
+def test_a_table_named_twice_has_one_partition(spark: Any) -> None:
+    # table-name may list the dead-letter table, which the counted load job adds again.
+    df = tables_df(spark, ["orders", "_cdc_dead_letter"])
+    placed = by_table(df, ("orders", "_cdc_dead_letter", "_cdc_dead_letter"))
+    assert placed.rdd.getNumPartitions() == 2
+    assert placement(placed) == {"orders": {0}, "_cdc_dead_letter": {1}}
+
+
 def test_unknown_tables_spread_by_name_over_the_cores(spark: Any) -> None:
     df = tables_df(spark, ["orders", "order_items"])
     placed = by_table(df, None)

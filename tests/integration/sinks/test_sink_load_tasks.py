@@ -58,11 +58,18 @@ def test_a_table_not_named_goes_with_the_last_one(spark: Any) -> None:
 
 
 def test_a_table_named_twice_has_one_partition(spark: Any) -> None:
-    # table-name may list the dead-letter table, which the counted load job adds again.
+    # table-name may list the dead-letter table, which the counted load job adds again: one
+    # partition and one key for it, not an empty partition beside it.
     df = tables_df(spark, ["orders", "_cdc_dead_letter"])
     placed = by_table(df, ("orders", "_cdc_dead_letter", "_cdc_dead_letter"))
     assert placed.rdd.getNumPartitions() == 2
     assert placement(placed) == {"orders": {0}, "_cdc_dead_letter": {1}}
+
+
+def test_names_are_matched_as_text_not_as_sql(spark: Any) -> None:
+    tables = ["it's", "back\\slash", "orders"]
+    placed = by_table(tables_df(spark, tables), tuple(tables))
+    assert placement(placed) == {t: {i} for i, t in enumerate(tables)}
 
 
 def test_unknown_tables_spread_by_name_over_the_cores(spark: Any) -> None:

@@ -20,9 +20,12 @@ from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings
 from assembler.slots import SLOT_STATE_FIELDS, SLOT_STATE_VERSION, SlotAssembler
 from assembler.state import STATE_FIELDS, PartitionState, StateError
+from sinks.starrocks.intask import REPORT_COLUMNS, REPORT_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from app.task_load import LoadInTask
 
 OUTPUT_COLUMNS = [name for name, _ in OUTPUT_FIELDS]
 OUTPUT_DDL = ", ".join(f"`{name}` {kind}" for name, kind in OUTPUT_FIELDS)
@@ -43,6 +46,7 @@ def assemble_transactions(
     settings: AssemblerSettings,
     slots: int | None = None,
     timeouts: bool = True,
+    load: LoadInTask | None = None,
 ) -> DataFrame:
     """Assemble each Kafka partition's transactions; emit complete transactions only.
 
@@ -58,6 +62,8 @@ def assemble_transactions(
         timeouts: Spark's processing-time state timeout wakes a slot at its earliest
             deadline; without it a slot checks its deadlines when it has records
             (``app/state_layout.py`` says which a checkpoint has).
+        load: Load the rows in the assembling task (``app/task_load.py``); the result then
+            has the sink's report rows instead.
     """
     from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
 
@@ -68,8 +74,8 @@ def assemble_transactions(
         .withColumn(SLOT_COLUMN, slot_of(slots))
         .groupBy(SLOT_COLUMN)
         .applyInPandasWithState(
-            AssembleSlot(settings, timeouts),
-            outputStructType=OUTPUT_DDL,
+            AssembleSlot(settings, timeouts, load),
+            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
             stateStructType=SLOT_STATE_DDL,
             outputMode="append",
             timeoutConf=(
@@ -79,7 +85,9 @@ def assemble_transactions(
     )
 
 
-def assemble_per_partition(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
+def assemble_per_partition(
+    events: DataFrame, settings: AssemblerSettings, load: LoadInTask | None = None
+) -> DataFrame:
     """:func:`assemble_transactions` with one group per (topic, partition).
 
     The state layout of checkpoints written before slots (app/state_layout.py); its cost per
@@ -89,8 +97,8 @@ def assemble_per_partition(events: DataFrame, settings: AssemblerSettings) -> Da
         events.select(*SOURCE_COLUMNS)
         .groupBy("topic", "partition")
         .applyInPandasWithState(
-            AssembleGroup(settings),
-            outputStructType=OUTPUT_DDL,
+            AssembleGroup(settings, load),
+            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
             stateStructType=STATE_DDL,
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
@@ -102,11 +110,12 @@ class _Assembling:
     """A function Spark runs on executors.
 
     Pickled with its settings; builds the assembler (and its decoder) lazily, once per Python
-    worker.
+    worker. With ``load``, a group's rows are loaded here and its report rows returned.
     """
 
-    def __init__(self, settings: AssemblerSettings) -> None:
+    def __init__(self, settings: AssemblerSettings, load: LoadInTask | None = None) -> None:
         self._settings = settings
+        self._load = load
         self._assembler: TransactionAssembler | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -127,8 +136,10 @@ class AssembleSlot(_Assembling):
     its earliest deadline (without it Spark refuses a timeout duration).
     """
 
-    def __init__(self, settings: AssemblerSettings, timeouts: bool = True) -> None:
-        super().__init__(settings)
+    def __init__(
+        self, settings: AssemblerSettings, timeouts: bool = True, load: LoadInTask | None = None
+    ) -> None:
+        super().__init__(settings, load)
         self._timeouts = timeouts
 
     def __call__(
@@ -145,8 +156,19 @@ class AssembleSlot(_Assembling):
         if self._timeouts and step.timeout_at_ms is not None:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-        if step.outputs:
-            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
+        yield from emit(step.outputs, self._load)
+
+
+def emit(outputs: list[Any], load: LoadInTask | None) -> Iterator[pd.DataFrame]:
+    """A group's output rows as one frame, or, with ``load``, loaded and reported."""
+    if not outputs:
+        return
+    if load is None:
+        yield pd.DataFrame(outputs, columns=OUTPUT_COLUMNS)
+        return
+    reports = load(outputs)
+    if reports:
+        yield pd.DataFrame(reports, columns=REPORT_COLUMNS)
 
 
 def _slot_entries(stored: tuple[Any, ...], key: tuple[Any, ...]) -> bytes:
@@ -204,9 +226,8 @@ class AssembleGroup(_Assembling):
         if step.timeout_at_ms is not None:
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-        if step.outputs:
-            # Output rows are named tuples in OUTPUT_FIELDS order.
-            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
+        # Output rows are named tuples in OUTPUT_FIELDS order.
+        yield from emit(step.outputs, self._load)
 
 
 def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
@@ -238,7 +259,9 @@ def _epoch_ms(column: pd.Series) -> list[int | None]:
     return [None if gone else ms for ms, gone in zip(millis, missing.tolist(), strict=True)]
 
 
-def assemble_debezium(events: DataFrame, settings: DebeziumSettings) -> DataFrame:
+def assemble_debezium(
+    events: DataFrame, settings: DebeziumSettings, load: LoadInTask | None = None
+) -> DataFrame:
     """Group every record of one Debezium source together and emit whole transactions.
 
     The group key is the source's transaction topic (one per connector): only a group that
@@ -248,14 +271,14 @@ def assemble_debezium(events: DataFrame, settings: DebeziumSettings) -> DataFram
     """
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-    func = AssembleDebezium(settings)
+    func = AssembleDebezium(settings, load)
     return (
         events.select(*DEBEZIUM_SOURCE_COLUMNS)
         .withColumn(SOURCE_GROUP, F.lit(settings.transaction_topic))
         .groupBy(SOURCE_GROUP)
         .applyInPandasWithState(
             func,
-            outputStructType=OUTPUT_DDL,
+            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
             stateStructType=DEBEZIUM_STATE_DDL,
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
@@ -266,8 +289,9 @@ def assemble_debezium(events: DataFrame, settings: DebeziumSettings) -> DataFram
 class AssembleDebezium:
     """The function Spark calls once per source group and micro-batch (executor side)."""
 
-    def __init__(self, settings: DebeziumSettings) -> None:
+    def __init__(self, settings: DebeziumSettings, load: LoadInTask | None = None) -> None:
         self._assembler = DebeziumAssembler(settings)
+        self._load = load
 
     def __call__(
         self, key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
@@ -285,5 +309,4 @@ class AssembleDebezium:
         state.update(step.state)
         if step.timeout_at_ms is not None:
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-        if step.outputs:
-            yield pd.DataFrame(step.outputs, columns=OUTPUT_COLUMNS)
+        yield from emit(step.outputs, self._load)

@@ -56,11 +56,13 @@ class BatchCounter:
 
     def __call__(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
         """Partial counts of one Arrow batch (executor)."""
-        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         values = [batch.column(name).to_pylist() for name in self.columns]
-        for topic, partition, database, table, kind, end, first, last, txn_id, reason, ts in zip(
-            *values, strict=True
-        ):
+        return self.count(zip(*values, strict=True))
+
+    def count(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        """Partial counts of rows given as tuples of :attr:`columns` (executor)."""
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for topic, partition, database, table, kind, end, first, last, txn_id, reason, ts in rows:
             is_row = kind == KIND_ROW
             if not is_row and not self.dead_letters_to_sink:
                 database = table = None

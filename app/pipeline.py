@@ -32,6 +32,7 @@ from app.batch_count import BatchCounter, batch_stats
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from app.state_layout import plan_layout, session_state_partitions
+from app.task_load import LoadInTask
 from assembler.output import KIND_REJECT, KIND_ROW
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
@@ -131,9 +132,7 @@ class BatchWriter:
         started = time.monotonic()
         config = self._config
         to_file = config.dead_letter.destination == "file"
-        counter = BatchCounter(
-            dead_letters_to_sink=not to_file, source_times=config.pipeline.metrics_port > 0
-        )
+        counter = _counter(config)
         if getattr(self._sink, "counts_in_load", False) and not (
             to_file or config.pipeline.idle_batches
         ):
@@ -222,6 +221,40 @@ def _write_dead_letter_file(
         tmp.unlink()
 
 
+def task_load(sink: BatchSink, config: AppConfig) -> LoadInTask | None:
+    """The assembling tasks' loader, where the sink has one and every batch takes one job.
+
+    Not with dead letters in files nor with ``pipeline.idle-batches``: both need the
+    assembler's rows on the driver's side first (:meth:`BatchWriter._count_then_write`).
+    """
+    task_loader = getattr(sink, "task_loader", None)
+    if (
+        task_loader is None
+        or not getattr(sink, "counts_in_load", False)
+        or config.dead_letter.destination != "table"
+        or config.pipeline.idle_batches
+    ):
+        return None
+    loader = task_loader()
+    if loader is None:
+        return None
+    log.info("assembling tasks load their rows (starrocks.sink.load-in-task)")
+    return LoadInTask(
+        loader,
+        _counter(config),
+        config.pipeline.name,
+        config.starrocks.database,
+        config.starrocks.dead_letter_table,
+    )
+
+
+def _counter(config: AppConfig) -> BatchCounter:
+    return BatchCounter(
+        dead_letters_to_sink=config.dead_letter.destination != "file",
+        source_times=config.pipeline.metrics_port > 0,
+    )
+
+
 def query_id_of(spark: SparkSession) -> str:
     """The persistent query id, read on the foreachBatch thread (see QUERY_ID_PROPERTY)."""
     value = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
@@ -254,9 +287,10 @@ def start_query(
     spark.streams.addListener(listener)
     _LISTENERS.append(listener)
     source = events if events is not None else read_events(spark, config)
+    load = task_load(sink, config)
     if config.source.debezium is not None:
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
-        assembled = assemble_debezium(source, config.source.debezium)
+        assembled = assemble_debezium(source, config.source.debezium, load)
     else:
         layout = plan_layout(
             spark,
@@ -265,11 +299,12 @@ def start_query(
             config.pipeline.idle_batches,
         )
         assembled = (
-            assemble_transactions(source, config.assembler, layout.slots, layout.timeouts)
+            assemble_transactions(source, config.assembler, layout.slots, layout.timeouts, load)
             if layout.slots is not None
-            else assemble_per_partition(source, config.assembler)
+            else assemble_per_partition(source, config.assembler, load)
         )
-    rows = to_sink_rows(assembled, config)
+    # Tasks that load what they assemble map their dead letters themselves.
+    rows = assembled if load is not None else to_sink_rows(assembled, config)
     writer = (
         rows.writeStream.queryName(config.pipeline.name)
         .foreachBatch(BatchWriter(sink, config, reporter))

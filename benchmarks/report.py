@@ -13,6 +13,10 @@ CEILING_ORDER = (
     ("bare_stateful", "Spark: source -> bare applyInPandasWithState (trivial fn) -> noop"),
     ("source_assembler", "Spark: source -> real assembler -> noop"),
     ("passthrough", "Spark: source -> decode -> plain Stream Load (no assembly, no EO)"),
+    (
+        "pipeline_load_job",
+        "Pipeline with a load job of its own (`sink.load-in-task: false`, as before 11-27)",
+    ),
     ("pipeline", "**Pipeline**: source -> assembler -> exactly-once StarRocks sink"),
 )
 TARGETS = {"bare_stateful": 0.7, "passthrough": 0.85}

@@ -117,7 +117,16 @@ PARTS = (
     "profile",
 )
 #: The in-process queries of the ceilings part, in the order they run.
-CEILING_QUERIES = ("source_only", "bare_stateful", "source_assembler", "passthrough", "pipeline")
+CEILING_QUERIES = (
+    "source_only",
+    "bare_stateful",
+    "source_assembler",
+    "passthrough",
+    "pipeline_load_job",
+    "pipeline",
+)
+#: The pipeline as it loaded before tasks loaded what they assemble (``sink.load-in-task``).
+LOAD_JOB = ["starrocks.sink.load-in-task=false"]
 # Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
 # (devstack.progress scales them by how fast the run actually goes).
 STEP_WEIGHTS = {
@@ -130,7 +139,8 @@ STEP_WEIGHTS = {
     "bare_stateful": 8.0,
     "source_assembler": 10.0,
     "passthrough": 11.0,
-    "pipeline": 16.0,
+    "pipeline_load_job": 16.0,
+    "pipeline": 14.0,
     "assembler": 60.0,
     "sweeps": 150.0,
     "latency": 100.0,
@@ -343,9 +353,9 @@ class Bench:
                 return q.to_noop(q.real_assembler(src), "b_asm")
             if name == "passthrough":
                 return q.passthrough(self.spark, self.stack, topic, s.max_offsets, "b_pt")
-            return q.pipeline(
-                self.spark, self.stack, topic, s.max_offsets, f"bench-{uuid.uuid4().hex[:6]}"
-            )
+            extra = LOAD_JOB if name == "pipeline_load_job" else None
+            tag = f"bench-{uuid.uuid4().hex[:6]}"
+            return q.pipeline(self.spark, self.stack, topic, s.max_offsets, tag, extra)
 
         # Each query runs once per round, rounds one after the other, so that a burst of
         # other load hits one round of every query, not every round of one; each query's
@@ -354,7 +364,7 @@ class Bench:
         for r in range(1, s.ceiling_rounds + 1):
             for name in CEILING_QUERIES:
                 self.step(_round_label(f"{name} ({SOURCE})", r, s.ceiling_rounds))
-                if name in ("passthrough", "pipeline"):
+                if name in ("passthrough", "pipeline_load_job", "pipeline"):
                     self.truncate()
                 run = q.measure(name, plan(name), **kw)
                 rounds[name].append(run.as_dict())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.errors import (
     ProtocolError,
     StarRocksError,
+    TxnInProcessingError,
     classify,
     retry_in_place,
 )
@@ -38,6 +40,10 @@ from sinks.starrocks.retry import RetryPolicy
 logger = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 5
+# TXN_IN_PROCESSING: another request holds the channel, e.g. another task's load of the same
+# table in a multi-table transaction; that one ends in tens of milliseconds, not seconds.
+BUSY_FIRST_S = 0.01
+BUSY_MAX_S = 0.2
 
 
 class StarRocksClient:
@@ -168,6 +174,7 @@ class StarRocksClient:
         """Send with bounded in-place retries (only where :func:`retry_in_place` allows)."""
         retries = self._config.max_retries
         attempt = 0
+        busy = 0
         # One logical call never outlives its deadline, whatever the retries: a hung FE
         # (socket open, no answer) would otherwise hold a batch for retries x socket timeout.
         deadline = time.monotonic() + self._config.call_deadline_s
@@ -187,6 +194,24 @@ class StarRocksClient:
                     (time.monotonic() - started) * 1000,
                 )
                 return result
+            if isinstance(result, TxnInProcessingError):
+                # The server did nothing (spec §6.3): wait for the other request, briefly
+                # and as often as the call's deadline allows, not counted as a retry.
+                delay = busy_delay(busy)
+                if time.monotonic() + delay >= deadline:
+                    raise result
+                logger.debug(
+                    "starrocks busy op=%s label=%s table=%s waits=%d delay_s=%.3f error=%s",
+                    op,
+                    label,
+                    table,
+                    busy + 1,
+                    delay,
+                    result,
+                )
+                busy += 1
+                self._sleep(delay)
+                continue
             if attempt >= retries or not retry_in_place(op, result):
                 raise result
             delay = self._policy.delay(attempt)
@@ -346,3 +371,10 @@ def _not_sent(error: requests.RequestException) -> bool:
 def _describe(error: requests.RequestException) -> str:
     """Exception class and reason, without the request (which carries headers)."""
     return f"{type(error).__name__}: {str(error)[:300]}"
+
+
+def busy_delay(waits: int) -> float:
+    """Seconds to wait after the ``waits``-th TXN_IN_PROCESSING answer of one call (0-based)."""
+    ceiling = min(BUSY_MAX_S, BUSY_FIRST_S * 1.5 ** min(waits, 20))
+    # Jitter: two tasks waiting on one table do not ask again in step.
+    return float(ceiling * (0.5 + random.random() / 2))  # noqa: S311 - not security relevant

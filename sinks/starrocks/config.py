@@ -81,6 +81,9 @@ class StarRocksSinkConfig:
     # their source transactions are found by probing and dead-lettered (sinks/starrocks/isolate.py).
     filtered_rows: str = "fail"
     filtered_rows_max_txns: int = 10
+    # Multi-table mode: the task that assembles a slot loads its rows (sinks/starrocks/intask.py);
+    # false: a load job of its own takes them by table (one more stage and Python pass).
+    load_in_task: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
@@ -165,6 +168,7 @@ _KNOWN = frozenset(
         "sink.allow-filtered-rows",
         "sink.filtered-rows",
         "sink.filtered-rows.max-transactions",
+        "sink.load-in-task",
     }
 )
 _PROPERTIES_PREFIX = "sink.properties."
@@ -379,4 +383,5 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         allow_filtered_rows=allow_filtered,
         filtered_rows=filtered_rows,
         filtered_rows_max_txns=opt.integer("sink.filtered-rows.max-transactions", 10, minimum=1),
+        load_in_task=opt.boolean("sink.load-in-task", True),
     )

@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from sinks.starrocks.errors import FilteredRowsError, InvalidRequestError
 from sinks.starrocks.filtered_rows import SourceTxn, only, source_txns, with_dead_letters
 from sinks.starrocks.fit import fit_utf8
 from sinks.starrocks.httpapi import HttpTxnApi
+from sinks.starrocks.intask import TaskBatch, TaskLoader, task_batch
 from sinks.starrocks.isolate import (
     ProbeLabelUsedError,
     find_filtered,
@@ -169,12 +171,29 @@ class StarRocksSink(Sink):
         self._primary_checked: set[str] = set()  # table-name: *, checked on first sight
         # (query id, batch id) of the last batch written, None once another write began.
         self._settled: tuple[str, int] | None = None
+        # The query's tasks load their own rows (task_loader): its batches are report rows.
+        self._in_task = False
         self.last_result: BatchResult | None = None
 
     @property
     def counts_in_load(self) -> bool:
         """Multi-table mode loads a batch in one job, which can count it too."""
         return self.config.multi_table
+
+    def task_loader(self) -> TaskLoader | None:
+        """The loader the query's assembling tasks run, or ``None`` (driver, before the query).
+
+        Multi-table mode only, where every table of a batch shares one label that the tasks
+        can be given (``sinks/starrocks/intask.py``), with ``sink.load-in-task`` (default),
+        and not with ``sink.filtered-rows: dead-letter``, which probes the batch's rows again
+        on the driver's side. Once given, every ``write_batch`` takes the query's report rows and a
+        ``tally`` (the tasks count the batch; the tally only says so).
+        """
+        cfg = self.config
+        if not (cfg.multi_table and cfg.load_in_task) or cfg.filtered_rows == "dead-letter":
+            return None
+        self._in_task = True
+        return TaskLoader(cfg)
 
     @classmethod
     def from_options(
@@ -276,6 +295,9 @@ class StarRocksSink(Sink):
         if tally is not None and not self.counts_in_load:
             msg = "a tally is counted by the load job only in multi-table mode"
             raise ValueError(msg)
+        if self._in_task and tally is None:
+            msg = "a batch its tasks load is counted by them: write_batch needs the tally"
+            raise ValueError(msg)
         from pyspark import StorageLevel
 
         if tally is None:
@@ -350,7 +372,7 @@ class StarRocksSink(Sink):
         cfg = self.config
         http: TxnApi = HttpTxnApi(self._get_client(), txn_timeout_s=cfg.txn_timeout_s)
         committer = MultiTableCommitter if cfg.multi_table else PerTableCommitter
-        load = SparkLoadJob(df, cfg, batch_id, tally)
+        load = SparkLoadJob(df, cfg, batch_id, tally, in_task=self._in_task)
         plan = self._plan(batch_id, query_id, targets, load, fresh)
         api, job = self._seams(batch_id, http, load)
         try:
@@ -383,7 +405,7 @@ class StarRocksSink(Sink):
             )
         if not load.ran and targets is None:
             # A counted batch is read only by its load; with targets, whoever counted read it.
-            _read_through(df, batch_id)
+            _read_through(df, batch_id, self._in_task)
         return _result(batch_id, done, targets, load)
 
     def _plan(
@@ -597,6 +619,8 @@ class SparkLoadJob:
     tasks (:class:`sinks.starrocks.loader.PartitionLoader`) stream rows into the open labels
     and return typed reports (error class and error URL kept). With a ``tally`` the tasks
     also count the rows; its rows and the batch's targets are here after each run.
+    ``in_task``: ``df`` holds the report rows of tasks that assemble and load
+    (``sinks/starrocks/intask.py``); the job runs them with the label.
     """
 
     def __init__(
@@ -605,11 +629,14 @@ class SparkLoadJob:
         config: StarRocksSinkConfig,
         batch_id: int,
         tally: Tally | None = None,
+        *,
+        in_task: bool = False,
     ) -> None:
         self._df = df
         self._config = config
         self._batch_id = batch_id
         self._tally = tally
+        self._in_task = in_task
         self.tally_rows: tuple[dict[str, Any], ...] = ()
         self.targets: list[TargetStats] = []
         self.ran = False
@@ -617,31 +644,27 @@ class SparkLoadJob:
     def __call__(self, labels: Mapping[str, str], multi: bool) -> list[LoadReport]:
         """Run the load job (driver; the work happens on executors)."""
         self.ran = True
-        df = self._df
-        cfg = self._config
-        tables: tuple[str, ...] | None
-        if ANY_TABLE in labels:
-            # Tables known only afterwards: the configured ones and the dead-letter table.
-            tables = (*cfg.tables, cfg.dead_letter_table) if cfg.tables else None
+        sc = self._df.sparkSession.sparkContext
+        context: AbstractContextManager[None] = nullcontext()
+        if self._in_task:
+            # ``df`` is the report rows of tasks that load what they assemble, into the one
+            # label of a counted multi-table batch, given to them by a local property.
+            label = labels.get(ANY_TABLE)
+            if label is None or not multi:
+                msg = f"tasks that load their rows need one label for every table, not {labels}"
+                raise ValueError(msg)
+            loading = self._df
+            context = task_batch(sc, TaskBatch(self._batch_id, label))
         else:
-            tables = tuple(sorted(labels))
-            df = df.where(df["table"].isin(list(tables)))
-        columns = (*LOADER_COLUMNS, *self._tally.columns) if self._tally else LOADER_COLUMNS
-        plan = LoadPlan(self._config, dict(labels), multi, self._batch_id, self._tally)
-        loading = (
-            by_table(df, tables)
-            .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
-            .select(*dict.fromkeys(columns))
-            .mapInArrow(PartitionLoader(plan), report_schema())
-        )
-        sc = df.sparkSession.sparkContext
+            loading = self._load_rows(labels, multi)
         # A tag of its own finds this job's stages afterwards. Listing the query's job group
         # instead cost one py4j call per job Spark keeps (spark.ui.retainedJobs, 1,000):
         # 80-200 ms, twice a batch, once a query had run that many jobs.
         tag = f"{LOAD_JOB_TAG}-{self._batch_id}-{uuid.uuid4().hex}"
         sc.addJobTag(tag)
         try:
-            rows = [row.asDict() for row in loading.collect()]
+            with context:
+                rows = [row.asDict() for row in loading.collect()]
         except Exception as e:
             if _interrupted(e):
                 # The query is stopping (Spark interrupts its batch thread): the committer
@@ -668,6 +691,26 @@ class SparkLoadJob:
             )
             reports.append(report.typed())
         return reports
+
+    def _load_rows(self, labels: Mapping[str, str], multi: bool) -> DataFrame:
+        """The job that loads the batch's rows: by table, sorted, through the loader."""
+        df = self._df
+        cfg = self._config
+        tables: tuple[str, ...] | None
+        if ANY_TABLE in labels:
+            # Tables known only afterwards: the configured ones and the dead-letter table.
+            tables = (*cfg.tables, cfg.dead_letter_table) if cfg.tables else None
+        else:
+            tables = tuple(sorted(labels))
+            df = df.where(df["table"].isin(list(tables)))
+        columns = (*LOADER_COLUMNS, *self._tally.columns) if self._tally else LOADER_COLUMNS
+        plan = LoadPlan(cfg, dict(labels), multi, self._batch_id, self._tally)
+        return (
+            by_table(df, tables)
+            .sortWithinPartitions("table", "partition", "txn_seq", "row_seq")
+            .select(*dict.fromkeys(columns))
+            .mapInArrow(PartitionLoader(plan), report_schema())
+        )
 
 
 def by_table(df: DataFrame, tables: Sequence[str] | None) -> DataFrame:
@@ -703,7 +746,7 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _read_through(df: DataFrame, batch_id: int) -> None:
+def _read_through(df: DataFrame, batch_id: int, in_task: bool) -> None:
     """Run a batch nobody read to its end, keeping nothing (driver).
 
     A replayed batch whose label is already committed loads nothing, but its plan must still
@@ -713,7 +756,12 @@ def _read_through(df: DataFrame, batch_id: int) -> None:
     timestamp). One extra job, on a replay only.
     """
     logger.info("starrocks batch batch_id=%s already applied: reading it through", batch_id)
-    df.write.format("noop").mode("overwrite").save()
+    if not in_task:
+        df.write.format("noop").mode("overwrite").save()
+        return
+    # Its tasks would load: told there is no label, they keep their state and load nothing.
+    with task_batch(df.sparkSession.sparkContext, TaskBatch(batch_id, None)):
+        df.write.format("noop").mode("overwrite").save()
 
 
 def _interrupted(error: BaseException) -> bool:

@@ -67,7 +67,8 @@ def test_each_query_keeps_its_median_round_and_every_round_ratio() -> None:
 def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     labels = [label for label, _ in plan_steps(set(), rounds=3)]
     assert labels.count("pipeline (kafka), round 3/3") == 1
-    assert sum(" round " in label for label in labels) == 15
+    assert labels.count("pipeline_load_job (kafka), round 3/3") == 1
+    assert sum(" round " in label for label in labels) == 18
 
 
 def test_the_report_prints_the_bound_under_the_ratios(tmp_path: Path) -> None:

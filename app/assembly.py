@@ -85,9 +85,7 @@ def assemble_transactions(
     )
 
 
-def assemble_per_partition(
-    events: DataFrame, settings: AssemblerSettings, load: LoadInTask | None = None
-) -> DataFrame:
+def assemble_per_partition(events: DataFrame, settings: AssemblerSettings) -> DataFrame:
     """:func:`assemble_transactions` with one group per (topic, partition).
 
     The state layout of checkpoints written before slots (app/state_layout.py); its cost per
@@ -97,8 +95,8 @@ def assemble_per_partition(
         events.select(*SOURCE_COLUMNS)
         .groupBy("topic", "partition")
         .applyInPandasWithState(
-            AssembleGroup(settings, load),
-            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
+            AssembleGroup(settings),
+            outputStructType=OUTPUT_DDL,
             stateStructType=STATE_DDL,
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,

@@ -287,9 +287,9 @@ def start_query(
     spark.streams.addListener(listener)
     _LISTENERS.append(listener)
     source = events if events is not None else read_events(spark, config)
-    load = task_load(sink, config)
     if config.source.debezium is not None:
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
+        load = task_load(sink, config)
         assembled = assemble_debezium(source, config.source.debezium, load)
     else:
         layout = plan_layout(
@@ -298,11 +298,16 @@ def start_query(
             session_state_partitions(spark),
             config.pipeline.idle_batches,
         )
-        assembled = (
-            assemble_transactions(source, config.assembler, layout.slots, layout.timeouts, load)
-            if layout.slots is not None
-            else assemble_per_partition(source, config.assembler, load)
-        )
+        if layout.slots is not None:
+            load = task_load(sink, config)
+            assembled = assemble_transactions(
+                source, config.assembler, layout.slots, layout.timeouts, load
+            )
+        else:
+            # A group per Kafka partition, several per task: loading there would send each
+            # group's rows in requests of their own. The load job gathers them by table.
+            load = None
+            assembled = assemble_per_partition(source, config.assembler)
     # Tasks that load what they assemble map their dead letters themselves.
     rows = assembled if load is not None else to_sink_rows(assembled, config)
     writer = (

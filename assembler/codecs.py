@@ -296,6 +296,12 @@ class JsonDecoder:
             (name, str if kind == _STRING else int, null_idx >= 0, _INT_RANGE.get(t))
             for name, kind, null_idx, t in plan
         )
+        self._bounded = tuple(
+            (i, bounds) for i, (_, _, _, bounds) in enumerate(self._spec) if bounds is not None
+        )
+        # The field types of events that passed the checks: a record with the same types
+        # needs only its bounds checked (a few patterns: which nullable fields are null).
+        self._good_types: set[tuple[type, ...]] = set()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (make_decoder, (self._settings,))
@@ -309,6 +315,14 @@ class JsonDecoder:
             obj["row"] = row_text(row, raw)
         get = obj.get
         values = [get(name) for name in self._names]
+        types = tuple(map(type, values))
+        if types in self._good_types:
+            for i, (low, high) in self._bounded:
+                v = values[i]
+                if v is not None and not low <= v <= high:
+                    msg = f"field {self._names[i]!r} out of range: {v}"
+                    raise DecodeError(msg)
+            return _event_from_mapping(self._names, values)
         for v, (name, typ, nullable, bounds) in zip(values, self._spec, strict=True):
             if v is None:
                 if not nullable:
@@ -320,6 +334,7 @@ class JsonDecoder:
             elif bounds is not None and not bounds[0] <= v <= bounds[1]:  # type: ignore[operator]  # v is int when bounds is set
                 msg = f"field {name!r} out of range: {v}"
                 raise DecodeError(msg)
+        self._good_types.add(types)
         return _event_from_mapping(self._names, values)
 
 

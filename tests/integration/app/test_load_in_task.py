@@ -37,6 +37,12 @@ TABLES = {
 }
 
 
+def empty_tables(emulator: EmulatorHandle) -> None:
+    existing = {name for (name,) in emulator.sql("SHOW TABLES FROM demo")}
+    for table in TABLES.keys() & existing:
+        emulator.sql(f"TRUNCATE TABLE demo.{table}")
+
+
 def test_tasks_that_load_write_what_the_load_job_writes_in_one_stage_less(
     spark: Any,
     kafka_broker: KafkaBroker | ExternalBroker,
@@ -73,10 +79,7 @@ def test_tasks_that_load_write_what_the_load_job_writes_in_one_stage_less(
             # Transactions straddle batches: the state carries open ones.
             "source.max-offsets-per-trigger=70",
         )
-        # Tables other tests of the session (and the first round) wrote to start empty.
-        existing = {name for (name,) in emulator.sql("SHOW TABLES FROM demo")}
-        for table in TABLES.keys() & existing:
-            emulator.sql(f"TRUNCATE TABLE demo.{table}")
+        empty_tables(emulator)  # other tests of the session, and the first round, wrote there
         query = start(spark, config, Recorder())
         try:
             deadline = time.monotonic() + 240
@@ -105,3 +108,55 @@ def test_tasks_that_load_write_what_the_load_job_writes_in_one_stage_less(
     assert len(written[True]["_cdc_progress"]) == 2
     # Kafka read and assembly (+ load); the load job adds a stage of its own.
     assert stages == {True: {2}, False: {3}}
+
+
+def test_a_checkpoint_of_the_load_job_path_goes_on_with_tasks_that_load(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    """An upgrade: a query that loaded by its own job is restarted loading in its tasks."""
+    emulator = starrocks_emulator
+    topic = f"intask-up-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_broker.bootstrap, topic, 2)
+    produced = generate(
+        GeneratorConfig(
+            bootstrap=kafka_broker.bootstrap,
+            topic=topic,
+            workload=WorkloadConfig(orders=40, partitions=2, seed=12),
+        )
+    )
+    records = sum(produced.events_per_partition.values())
+    checkpoint = tmp_path / "ck"
+    read = 0
+    for in_task, until in ((False, records // 3), (True, records)):
+        config = topic_config(
+            emulator,
+            kafka_broker.bootstrap,
+            topic,
+            checkpoint,
+            f"starrocks.sink.load-in-task={str(in_task).lower()}",
+            "source.max-offsets-per-trigger=60",
+        )
+        if not in_task:
+            empty_tables(emulator)
+        query = start(spark, config, Recorder())
+        try:
+            deadline = time.monotonic() + 240
+            while read + sum(p["numInputRows"] for p in query.recentProgress) < until:
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, "the pipeline did not read its records"
+                time.sleep(0.2)
+            while query.status["isTriggerActive"]:
+                time.sleep(0.05)
+            read += sum(p["numInputRows"] for p in query.recentProgress)
+        finally:
+            query.stop()
+            detach_listeners(spark)
+    assert read == records
+    verdict = run(emulator.connect(), truth=produced.truth)
+    assert verdict.final.ok, verdict.to_dict()
+    assert verdict.comparison is not None
+    for table in verdict.comparison.tables:
+        assert (table.missing, table.extra, table.wrong_version) == (0, 0, 0)

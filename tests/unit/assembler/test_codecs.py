@@ -106,6 +106,34 @@ def test_json_decode_errors(value: bytes | None, reason: str) -> None:
     assert reason in info.value.reason
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": 4294967296}', "out of range"),
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": -2147483649}', "out of range"),
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": "3"}', "'event_count' must be int"),
+        (b'{"txn_id": "a", "type": "TXN_END", "event_count": true}', "'event_count' must be int"),
+        (b'{"txn_id": "a", "type": "TXN_END"}', None),
+    ],
+)
+def test_a_decoder_that_saw_good_events_still_checks_every_field(
+    value: bytes, reason: str | None
+) -> None:
+    """Events whose field types it has accepted before are checked again, bounds included."""
+    decoder = make_decoder(CodecSettings())
+    for good in (
+        b'{"txn_id": "a", "type": "TXN_END", "event_count": 3}',
+        b'{"txn_id": "a", "type": "TXN_END", "event_count": 3, "source_ts_ms": 2}',
+    ):
+        assert decoder.decode(good).event_count == 3
+    if reason is None:
+        assert decoder.decode(value).event_count is None
+        return
+    with pytest.raises(DecodeError) as info:
+        decoder.decode(value)
+    assert reason in info.value.reason
+
+
 def test_json_ignores_unknown_fields_and_accepts_explicit_nulls() -> None:
     value = b'{"txn_id": "a", "type": "TXN_BEGIN", "extra": [1], "row": null}'
     assert make_decoder(CodecSettings()).decode(value) == Event("a", "TXN_BEGIN")

@@ -18,7 +18,7 @@ from typing import Any
 
 from app.batch_count import BatchCounter
 from assembler.output import KIND_REJECT
-from sinks.starrocks.fit import fit_utf8
+from sinks.starrocks.fit import fit_bytes_text
 
 #: ``(rows, tally rows) -> report rows``: the sink's executor-side loader
 #: (:class:`sinks.starrocks.intask.TaskLoader`).
@@ -84,9 +84,9 @@ class LoadInTask:
             "first_offset": out[_FIRST],
             "row_seq": out[_ROW_SEQ],
             "pipeline": self.pipeline,
-            "txn_id": fit_utf8(out[_TXN_ID], 255),
+            "txn_id": fit_bytes_text(out[_TXN_ID], 255),
             "last_offset": out[_LAST],
-            "reason": fit_utf8(out[_REASON], 1024),
+            "reason": fit_bytes_text(out[_REASON], 1024),
             "payload": out[_ROW],
             "source_ts_ms": out[_SOURCE_TS],
         }

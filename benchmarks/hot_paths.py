@@ -5,8 +5,7 @@
 1. The assembler as ``applyInPandasWithState`` calls it: ``AssembleSlot.__call__`` on one
    pandas chunk of one slot (JSON events, 10-row transactions, 100-byte rows, as in
    ``make bench``), output DataFrame included.
-2. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``), and that of a
-   row the assembler made in the same task (``encode_checked_row``: no second parse).
+2. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``).
 
 Prints microseconds per record, best of five runs. Run it on two checkouts to compare commits
 (``PYTHONPATH=<checkout> python -m benchmarks.hot_paths``).
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         assert sum(len(df) for df in out) > 0
         return len(values)
 
-    from sinks.starrocks.loader import encode_checked_row, encode_row
+    from sinks.starrocks.loader import encode_row
 
     rows = [row_json(i, 1, i % 10, 1, 100) for i in range(args.records)]
 
@@ -89,14 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             encode_row("UPSERT", r, "table=rows topic=bench partition=0 txn_id=x")
         return len(rows)
 
-    def encode_checked() -> int:
-        for r in rows:
-            encode_checked_row("UPSERT", r, "table=rows topic=bench partition=0 txn_id=x")
-        return len(rows)
-
     print(f"assembler adapter + core (AssembleSlot):  {_best_us(assemble):6.2f} us per record")
     print(f"sink row encoding (encode_row):          {_best_us(encode):6.2f} us per row")
-    print(f"same, row made by the assembler:          {_best_us(encode_checked):6.2f} us per row")
     return 0
 
 

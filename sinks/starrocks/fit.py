@@ -22,15 +22,28 @@ def fit_utf8(text: str | None, max_bytes: int) -> str | None:
     return data[:max_bytes].decode("utf-8", errors="ignore")
 
 
+def fit_bytes_text(text: str | None, max_bytes: int) -> str | None:
+    """:func:`fit_bytes` in Python, cut where it cuts (executor side, the same dead letters)."""
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    cut = data[: max_bytes - 3].decode("utf-8", errors="replace")
+    return cut[:-1] if cut.endswith("\ufffd") else cut
+
+
 def fit_bytes(col: Column, max_bytes: int) -> Column:
     """``col`` cut to at most ``max_bytes`` UTF-8 bytes (a Spark expression).
 
-    The cut keeps 3 bytes spare: a character split by it decodes to one U+FFFD (3 bytes),
-    dropped.
+    The cut keeps 3 bytes spare: a character split by it becomes one U+FFFD (3 bytes),
+    dropped. ``make_valid_utf8`` makes it, not ``decode``: Spark 4's ``decode`` fails the
+    query on a split character (``MALFORMED_CHARACTER_CODING``), a poison pill for the batch.
     """
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-    cut = F.decode(F.substring(F.encode(col, "UTF-8"), 1, max_bytes - 3), "UTF-8")
+    head = F.substring(F.encode(col, "UTF-8"), 1, max_bytes - 3)
+    cut = F.make_valid_utf8(head.cast("string"))
     return F.when(F.octet_length(col) > max_bytes, F.regexp_replace(cut, "\ufffd$", "")).otherwise(
         col
     )

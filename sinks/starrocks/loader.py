@@ -153,26 +153,6 @@ def encode_row(op: str | None, row: str | None, where: str | Callable[[], str]) 
     return _OP_PREFIX[code] + b"," + data[data.index(b"{") + 1 :]
 
 
-def encode_checked_row(op: str | None, row: str | None, where: str | Callable[[], str]) -> bytes:
-    """:func:`encode_row` of a row known to be one JSON object, without parsing it again.
-
-    For rows the assembler made: it refuses a DATA row that is not a JSON object
-    (``assembler.events.event_problem``) and builds the others as objects (Debezium's images,
-    the dead letters). A row that may hold a key ``__op`` (or an escape that could spell
-    one) takes :func:`encode_row`'s path.
-    """
-    code = OP_CODES.get(op or "UPSERT")
-    if code is None or row is None:
-        return encode_row(op, row, where)
-    data = row.encode("utf-8")
-    if b"__op" in data or b"\\u" in data:
-        return encode_row(op, row, where)
-    body = data[data.index(b"{") + 1 :]
-    if body.lstrip()[:1] == b"}":
-        return _OP_PREFIX[code] + b"}"
-    return _OP_PREFIX[code] + b"," + body
-
-
 def _where(where: str | Callable[[], str]) -> str:
     return where if isinstance(where, str) else where()
 
@@ -228,14 +208,10 @@ class PartitionLoader:
             [r.as_dict() for r in reports], schema=_report_arrow_schema()
         )
 
-    def load(self, rows: Iterable[tuple[Any, ...]], checked: bool = False) -> list[TableReport]:
-        """Load ``(table, op, row, topic, partition, txn_id)`` tuples, sorted by table.
-
-        ``checked``: every row is known to be one JSON object (:func:`encode_checked_row`).
-        """
+    def load(self, rows: Iterable[tuple[Any, ...]]) -> list[TableReport]:
+        """Load ``(table, op, row, topic, partition, txn_id)`` tuples, sorted by table."""
         from sinks.starrocks.client import StarRocksClient
 
-        encode = encode_checked_row if checked else encode_row
         plan = self.plan
         reports: dict[str, TableReport] = {}
         client: StarRocksClient | None = None
@@ -250,7 +226,7 @@ class PartitionLoader:
                         chunk = _Chunk()
                     current = table
                     reports.setdefault(table, TableReport(table=table))
-                part = encode(op, row, partial(_where_text, table, topic, partition, txn_id))
+                part = encode_row(op, row, partial(_where_text, table, topic, partition, txn_id))
                 if chunk.parts and chunk.size + len(part) + 1 > plan.config.max_bytes_per_load:
                     client = client or StarRocksClient(plan.config)
                     self._send(client, table, chunk, reports[table])

@@ -59,3 +59,28 @@ def test_long_ids_and_reasons_are_cut_to_their_columns_in_bytes(
     assert len(last_txn.encode()) <= 255
     assert last_txn.startswith("x" * 200)
     assert emulator.sql("SELECT order_id FROM demo.orders") == [(1,)]
+
+
+@pytest.mark.parametrize("limit", [8, 255])
+def test_the_python_cut_of_a_value_is_sparks(spark: Any, limit: int) -> None:
+    """Tasks that load cut dead-letter values in Python where Spark's expression cuts them.
+
+    A cut through a character used to fail the query in Spark 4 (``decode`` refuses a split
+    UTF-8 sequence), on every replay of the batch.
+    """
+    from sinks.starrocks.fit import fit_bytes, fit_bytes_text
+
+    texts = [
+        "short",
+        "x" * 300,
+        "x" * 200 + "é" * 40,
+        "é" * 300,
+        "€" * 100,
+        "a" + "😀" * 80,
+        "y" * (limit - 1) + "é",
+        "z" * (limit - 3) + "\ufffd" * 3,
+    ]
+    frame = spark.createDataFrame([(t,) for t in texts], "t string")
+    cut = [r[0] for r in frame.select(fit_bytes(frame["t"], limit)).collect()]
+    assert [fit_bytes_text(t, limit) for t in texts] == cut
+    assert all(len(c.encode()) <= limit for c in cut)

@@ -71,15 +71,15 @@ def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     assert sum(" round " in label for label in labels) == 18
 
 
-def test_the_report_prints_the_bound_under_the_ratios(tmp_path: Path) -> None:
+def test_the_report_prints_the_assemblers_ratio_under_the_ratios(tmp_path: Path) -> None:
     ceil = ceiling_ratios(
         {**runs(5_000, 10_000, 2_000), "source_assembler": {"rows_per_s": 6_000.0}}
     )
     main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
     summary = write_report({"main": main, "ceilings": ceil}, tmp_path)
-    assert "  max / bare_stateful   0.60  (source -> assembler -> noop over it)" in summary
+    assert "  asm / bare_stateful   0.60  (source -> assembler -> noop over it)" in summary
     assert (
-        "bounds the pipeline's ratio from above: bare_stateful 0.60."
+        "Source -> real assembler -> noop over each ceiling: bare_stateful 0.60."
         in (tmp_path / "report.md").read_text()
     )
 

@@ -3,13 +3,7 @@ import json
 import pytest
 
 from sinks.starrocks.errors import InvalidRequestError
-from sinks.starrocks.loader import (
-    TableReport,
-    encode_checked_row,
-    encode_row,
-    parse_reports,
-    progress_body,
-)
+from sinks.starrocks.loader import TableReport, encode_row, parse_reports, progress_body
 
 pytestmark = pytest.mark.unit
 
@@ -87,27 +81,3 @@ def test_target_stats_merge_per_partition_and_table():
     assert sorted(merge_target_stats([a, b, c]), key=repr) == sorted(
         [TargetStats("t", 0, "db", "x", 5, 14, "t14", "t02"), c], key=repr
     )
-
-
-@pytest.mark.parametrize(
-    "row",
-    [
-        '{"id":1,"name":"x"}',
-        ' { "id" : 1 } ',
-        "{}",
-        "{ \n }",
-        '{"__op":1,"id":1}',
-        '{"id":1,"note":"about __op"}',
-        '{"\\u005f_op":1,"id":1}',
-        '{"name":"caf\\u00e9","n":[1,{"a":null}]}',
-        '{"name":"café 😀"}',
-    ],
-)
-@pytest.mark.parametrize("op", ["UPSERT", "DELETE", "upsert", None])
-def test_a_checked_row_is_encoded_as_the_parsing_path_encodes_it(op: str | None, row: str) -> None:
-    assert encode_checked_row(op, row, "w") == encode_row(op, row, "w")
-
-
-def test_a_checked_row_with_an_unknown_op_is_refused_as_before() -> None:
-    with pytest.raises(InvalidRequestError, match="op='MERGE'"):
-        encode_checked_row("MERGE", '{"id":1}', "table=t")

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from sinks.base import encode_tally
 from sinks.starrocks.config import StarRocksSinkConfig
-from sinks.starrocks.loader import ANY_TABLE, REPORT_FIELDS, LoadPlan, PartitionLoader, TableReport
+from sinks.starrocks.loader import (
+    ANY_TABLE,
+    REPORT_FIELDS,
+    LoadPlan,
+    PartitionLoader,
+    TableReport,
+    rerun_report,
+)
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -116,14 +123,7 @@ class TaskLoader:
             return []
         attempt = int(context.attemptNumber()) if context is not None else 0
         if attempt > 0:
-            # Spark re-ran this task: chunks of the first run may be in the label already.
-            report = TableReport(
-                table="",
-                error_kind="transient",
-                error=f"Spark re-ran an assembling task (task attempt {attempt}) of batch "
-                f"{batch.batch_id}; the batch is retried under a new label",
-            )
-            return [report.as_dict()]
+            return [rerun_report("an assembling task", attempt, batch.batch_id).as_dict()]
         plan = LoadPlan(self.config, {ANY_TABLE: batch.label}, True, batch.batch_id)
         reports = PartitionLoader(plan).load(rows)
         reports.append(TableReport(table="", tally=encode_tally(tally_rows)))

@@ -187,16 +187,7 @@ class PartitionLoader:
 
         attempt = _task_attempt()
         if attempt > 0:
-            # Spark re-ran this task (task retry or speculation): chunks of the first run may
-            # already be inside the transaction, so re-sending would duplicate rows. Report it;
-            # the driver rolls the label back and retries the batch under a new attempt.
-            report = TableReport(
-                table="",
-                error_kind="transient",
-                error=f"Spark re-ran a load task (task attempt {attempt}) of batch "
-                f"{self.plan.batch_id}; the batch is retried under a new label",
-            )
-            reports = [report]
+            reports = [rerun_report("a load task", attempt, self.plan.batch_id)]
         elif self.plan.tally is None:
             reports = self.load(_rows(batches))
         else:
@@ -267,6 +258,20 @@ class PartitionLoader:
         )
         report.bytes += len(body)
         report.requests += 1
+
+
+def rerun_report(task: str, attempt: int, batch_id: int) -> TableReport:
+    """The report of a task Spark re-ran (task retry or speculation), which loads nothing.
+
+    Chunks of its first run may already be inside the transaction, so re-sending would
+    duplicate rows; the driver rolls the label back and retries the batch under a new attempt.
+    """
+    return TableReport(
+        table="",
+        error_kind="transient",
+        error=f"Spark re-ran {task} (task attempt {attempt}) of batch {batch_id}; the batch "
+        "is retried under a new label",
+    )
 
 
 def _counting(

@@ -120,3 +120,17 @@ def test_a_sink_whose_tasks_load_needs_the_tally() -> None:
     assert sink.task_loader() is not None
     with pytest.raises(ValueError, match="tally"):
         sink.write_batch(None, 0)  # refused before the frame is read
+
+
+def test_a_re_run_load_job_task_loads_nothing_and_fails_the_attempt(task, loads) -> None:
+    import pyarrow as pa
+
+    from sinks.starrocks.loader import LoadPlan
+
+    task._attemptNumber = 2
+    plan = LoadPlan(StarRocksSinkConfig.from_options(OPTIONS), {"*": "cdc-q-3-0"}, True, 3)
+    (batch,) = PartitionLoader(plan)(iter([pa.RecordBatch.from_pylist([{"table": "orders"}])]))
+    (report,) = batch.to_pylist()
+    assert loads == []
+    assert report["error_kind"] == "transient"
+    assert "a load task (task attempt 2) of batch 3" in report["error"]

@@ -20,7 +20,8 @@ from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings
 from assembler.slots import SLOT_STATE_FIELDS, SLOT_STATE_VERSION, SlotAssembler
 from assembler.state import STATE_FIELDS, PartitionState, StateError
-from sinks.starrocks.intask import REPORT_COLUMNS, REPORT_DDL
+from sinks.starrocks.intask import REPORT_COLUMNS
+from sinks.starrocks.loader import report_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -75,7 +76,7 @@ def assemble_transactions(
         .groupBy(SLOT_COLUMN)
         .applyInPandasWithState(
             AssembleSlot(settings, timeouts, load),
-            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
+            outputStructType=OUTPUT_DDL if load is None else report_schema(),
             stateStructType=SLOT_STATE_DDL,
             outputMode="append",
             timeoutConf=(
@@ -276,7 +277,7 @@ def assemble_debezium(
         .groupBy(SOURCE_GROUP)
         .applyInPandasWithState(
             func,
-            outputStructType=OUTPUT_DDL if load is None else REPORT_DDL,
+            outputStructType=OUTPUT_DDL if load is None else report_schema(),
             stateStructType=DEBEZIUM_STATE_DDL,
             outputMode="append",
             timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,

@@ -131,11 +131,8 @@ class BatchWriter:
         """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
         started = time.monotonic()
         config = self._config
-        to_file = config.dead_letter.destination == "file"
         counter = _counter(config)
-        if getattr(self._sink, "counts_in_load", False) and not (
-            to_file or config.pipeline.idle_batches
-        ):
+        if one_job_per_batch(self._sink, config):
             result = self._sink.write_batch(batch_df, batch_id, tally=counter)
             stats, _ = batch_stats(result.tally_rows, batch_id, dead_letters_to_sink=True)
             stats.sink_ms = (time.monotonic() - started) * 1000  # the call is the batch
@@ -228,12 +225,7 @@ def task_load(sink: BatchSink, config: AppConfig) -> LoadInTask | None:
     assembler's rows on the driver's side first (:meth:`BatchWriter._count_then_write`).
     """
     task_loader = getattr(sink, "task_loader", None)
-    if (
-        task_loader is None
-        or not getattr(sink, "counts_in_load", False)
-        or config.dead_letter.destination != "table"
-        or config.pipeline.idle_batches
-    ):
+    if task_loader is None or not one_job_per_batch(sink, config):
         return None
     loader = task_loader()
     if loader is None:
@@ -245,6 +237,17 @@ def task_load(sink: BatchSink, config: AppConfig) -> LoadInTask | None:
         config.pipeline.name,
         config.starrocks.database,
         config.starrocks.dead_letter_table,
+    )
+
+
+def one_job_per_batch(sink: BatchSink, config: AppConfig) -> bool:
+    """Whether the sink's load job counts each batch (one Spark job, nothing cached).
+
+    Not with dead letters in files nor with ``pipeline.idle-batches``: the batch is counted
+    first (:meth:`BatchWriter._count_then_write`).
+    """
+    return bool(getattr(sink, "counts_in_load", False)) and not (
+        config.dead_letter.destination == "file" or config.pipeline.idle_batches
     )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -42,8 +41,7 @@ logger = logging.getLogger(__name__)
 _MAX_REDIRECTS = 5
 # TXN_IN_PROCESSING: another request holds the channel, e.g. another task's load of the same
 # table in a multi-table transaction; that one ends in tens of milliseconds, not seconds.
-BUSY_FIRST_S = 0.01
-BUSY_MAX_S = 0.2
+_BUSY = RetryPolicy(base_s=0.01, cap_s=0.2)
 
 
 class StarRocksClient:
@@ -197,7 +195,7 @@ class StarRocksClient:
             if isinstance(result, TxnInProcessingError):
                 # The server did nothing (spec §6.3): wait for the other request, briefly
                 # and as often as the call's deadline allows, not counted as a retry.
-                delay = busy_delay(busy)
+                delay = _BUSY.delay(busy)
                 if time.monotonic() + delay >= deadline:
                     raise result
                 logger.debug(
@@ -371,10 +369,3 @@ def _not_sent(error: requests.RequestException) -> bool:
 def _describe(error: requests.RequestException) -> str:
     """Exception class and reason, without the request (which carries headers)."""
     return f"{type(error).__name__}: {str(error)[:300]}"
-
-
-def busy_delay(waits: int) -> float:
-    """Seconds to wait after the ``waits``-th TXN_IN_PROCESSING answer of one call (0-based)."""
-    ceiling = min(BUSY_MAX_S, BUSY_FIRST_S * 1.5 ** min(waits, 20))
-    # Jitter: two tasks waiting on one table do not ask again in step.
-    return float(ceiling * (0.5 + random.random() / 2))  # noqa: S311 - not security relevant

@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 
 #: The Spark local property that carries :class:`TaskBatch` from the driver to the tasks.
 LOAD_PROPERTY = "txn-cdc.load"
-#: Spark DDL of the rows a loading task returns (the report rows).
-REPORT_DDL = ", ".join(f"`{name}` {kind}" for name, kind in REPORT_FIELDS)
+#: Columns of the rows a loading task returns (the report rows, ``loader.report_schema``).
 REPORT_COLUMNS = [name for name, _ in REPORT_FIELDS]
 
 

@@ -756,11 +756,9 @@ def _read_through(df: DataFrame, batch_id: int, in_task: bool) -> None:
     timestamp). One extra job, on a replay only.
     """
     logger.info("starrocks batch batch_id=%s already applied: reading it through", batch_id)
-    if not in_task:
-        df.write.format("noop").mode("overwrite").save()
-        return
-    # Its tasks would load: told there is no label, they keep their state and load nothing.
-    with task_batch(df.sparkSession.sparkContext, TaskBatch(batch_id, None)):
+    # Tasks that would load are told there is no label: they keep their state, load nothing.
+    no_label = task_batch(df.sparkSession.sparkContext, TaskBatch(batch_id, None))
+    with no_label if in_task else nullcontext():
         df.write.format("noop").mode("overwrite").save()
 
 

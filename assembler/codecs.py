@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -39,6 +38,7 @@ import requests
 from assembler.events import EVENT_SCHEMA_PATH, Event, event_schema_text
 from assembler.exceptions import AssemblerError
 from common.errors import ConfigError, Terminal, Transient
+from common.exact_json import exact_loads, exact_text
 
 # "maxwell" is set by ``source.envelope: maxwell``, not through ``assembler.encoding``.
 Encoding = Literal["json", "avro", "confluent", "maxwell"]
@@ -338,30 +338,6 @@ class JsonDecoder:
         return _event_from_mapping(self._names, values)
 
 
-def _has_float(value: Any) -> bool:
-    if type(value) is float:
-        return True
-    if type(value) is dict:
-        return any(_has_float(v) for v in value.values())
-    if type(value) is list:
-        return any(_has_float(v) for v in value)
-    return False
-
-
-def decimal_json(value: Any) -> str:
-    """Compact JSON in which ``Decimal`` numbers keep their exact digits."""
-    if type(value) is Decimal:
-        return str(value) if value.is_finite() else json.dumps(float(value))
-    if type(value) is dict:
-        items = ",".join(
-            f"{json.dumps(k, ensure_ascii=False)}:{decimal_json(v)}" for k, v in value.items()
-        )
-        return "{" + items + "}"
-    if type(value) is list:
-        return "[" + ",".join(decimal_json(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
-
-
 def json_object(value: bytes | None) -> tuple[dict[str, Any], bytes]:
     """One record's value as a JSON object, with its bytes; :class:`DecodeError` if it is not.
 
@@ -394,16 +370,10 @@ def json_object(value: bytes | None) -> tuple[dict[str, Any], bytes]:
 def row_text(row: dict[str, Any], raw: bytes, key: str = "row") -> str:
     """The text of a row given as the JSON object ``raw[key]``, every number exactly as written.
 
-    Integers and strings survive a parse exactly; a float would not (DECIMAL(38,18) has more
-    digits than a double), so a row with any decimal point is re-read with ``Decimal``s.
+    A float (a decimal point, or an integer beyond 64 bits) may have lost digits in the parse:
+    such a row is read again from ``raw`` (``common.exact_json``).
     """
-    if not _has_float(row):
-        try:
-            return orjson.dumps(row).decode()
-        except TypeError:  # an integer beyond 64 bits (read by the stdlib fallback)
-            return decimal_json(row)
-    exact = json.loads(raw, parse_float=Decimal)
-    return decimal_json(exact[key])
+    return exact_text(row, lambda: exact_loads(raw)[key])
 
 
 class AvroDecoder:

@@ -53,6 +53,7 @@ from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Violation, _parse_policy
 from common.errors import ConfigError, Terminal
+from common.exact_json import exact_loads, exact_text
 
 #: Debezium's marker for an unchanged TOASTed column it could not read (no old value in the
 #: WAL unless the table has REPLICA IDENTITY FULL).
@@ -255,6 +256,16 @@ def _payload(value: bytes) -> dict[str, Any]:
     except orjson.JSONDecodeError as e:
         msg = f"not JSON: {e}"
         raise _Undecodable(msg) from None
+    return _unwrap(doc)
+
+
+def _exact_image(value: bytes, field: str) -> dict[str, Any]:
+    """The ``before``/``after`` object of a record that :func:`_payload` read, numbers exact."""
+    image: dict[str, Any] = _unwrap(exact_loads(value))[field]
+    return image
+
+
+def _unwrap(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         msg = "not a JSON object"
         raise _Undecodable(msg)
@@ -451,7 +462,9 @@ class _Run:
                     f"unchanged-TOAST placeholder; applying it would overwrite a real value. "
                     f"ALTER TABLE {schema}.{table} REPLICA IDENTITY FULL gives Debezium the value",
                 ]
-            ev.op, ev.row = "UPSERT", orjson.dumps(after).decode()
+            value = rec.value
+            # A NUMERIC sent as a JSON number (decimal.format=NUMERIC) keeps its digits.
+            ev.op, ev.row = "UPSERT", exact_text(after, lambda: _exact_image(value, "after"))
         elif op == "d":
             before = doc.get("before")
             if not isinstance(before, dict):
@@ -459,7 +472,13 @@ class _Run:
                 raise _Undecodable(msg)
             keys = _key_fields(self.current_key) or [k for k, v in before.items() if v is not None]
             ev.op = "DELETE"
-            ev.row = orjson.dumps({k: before.get(k) for k in keys}).decode()
+            value = rec.value
+
+            def exact_key() -> dict[str, Any]:
+                exact = _exact_image(value, "before")
+                return {k: exact.get(k) for k in keys}
+
+            ev.row = exact_text({k: before.get(k) for k in keys}, exact_key)
         else:
             msg = f"unsupported op {op!r} (only c, u, r, d are applied)"
             raise _Undecodable(msg)

@@ -1,1 +1,1 @@
-"""Pieces shared by every role of the project (errors only; nothing with I/O)."""
+"""Pieces shared by every role of the project (errors, options, exact JSON text; no I/O)."""

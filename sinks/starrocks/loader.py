@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from common.errors import Transient
+from common.exact_json import exact_loads, exact_text
 from sinks.base import Tally, encode_tally
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.errors import InvalidRequestError, StarRocksError
@@ -132,7 +133,7 @@ def encode_row(op: str | None, row: str | None, where: str | Callable[[], str]) 
     try:
         image = orjson.loads(data)
     except ValueError:
-        # The stdlib decides what orjson refuses (NaN, huge integers), and words the error.
+        # The stdlib decides what orjson refuses (NaN, lone surrogates), and words the error.
         try:
             image = json.loads(data)
         except ValueError as e:
@@ -148,7 +149,7 @@ def encode_row(op: str | None, row: str | None, where: str | Callable[[], str]) 
         return _OP_PREFIX[code] + b"}"
     if "__op" in image:  # the row's own __op would compete with ours: ours wins
         image["__op"] = code
-        return json.dumps(image, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return exact_text(image, lambda: {**exact_loads(data), "__op": code}).encode("utf-8")
     # A JSON object's first non-blank byte is its "{".
     return _OP_PREFIX[code] + b"," + data[data.index(b"{") + 1 :]
 

@@ -116,6 +116,33 @@ def test_update_delete_and_key_columns() -> None:
     ]
 
 
+def test_numbers_that_do_not_fit_a_double_keep_every_digit() -> None:
+    """A NUMERIC sent as a JSON number (``decimal.format=NUMERIC``), an integer beyond 64 bits."""
+    src = Source()
+    asm = DebeziumAssembler(settings())
+    exact = '"amount":12345678901234567.123456789,"big":123456789012345678901234567890'
+
+    def raw(op: str, image: str, order: int) -> bytes:
+        record = src.change(ORDERS, op, {"x": 0}, 705, order, 20 + order).value
+        assert record is not None
+        field = "before" if op == "d" else "after"
+        return record.replace(f'"{field}": {{"x": 0}}'.encode(), f'"{field}":{image}'.encode())
+
+    upsert = raw("c", '{"order_id":1,' + exact + "}", 1)
+    delete = raw("d", "{" + exact + ',"order_id":2}', 2)
+    records = [
+        src.begin(705, 19),
+        src.record(ORDERS, upsert),
+        src.record(ORDERS, delete, key={"order_id": 2, "big": 0}),
+        src.end(705, 23, {"orders": 2}),
+    ]
+    out, _ = run(asm, [records])
+    assert [(r.op, r.row) for r in rows(out)] == [
+        ("UPSERT", '{"order_id":1,' + exact + "}"),
+        ("DELETE", '{"order_id":2,"big":123456789012345678901234567890}'),
+    ]
+
+
 def test_table_map_and_unknown_table() -> None:
     src = Source()
     mapped = settings(

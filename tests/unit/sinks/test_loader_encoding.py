@@ -81,3 +81,13 @@ def test_target_stats_merge_per_partition_and_table():
     assert sorted(merge_target_stats([a, b, c]), key=repr) == sorted(
         [TargetStats("t", 0, "db", "x", 5, 14, "t14", "t02"), c], key=repr
     )
+
+
+def test_a_row_with_its_own_op_is_written_again_with_every_digit():
+    # orjson reads both numbers as doubles; the row is written again (its __op replaced).
+    row = '{"__op":0,"amount":12345678901234567.123456789,"big":123456789012345678901234567890}'
+    encoded = encode_row("DELETE", row, "w")
+    assert b"12345678901234567.123456789" in encoded
+    assert b"123456789012345678901234567890" in encoded
+    assert encoded.count(b'"__op"') == 1
+    assert json.loads(encoded)["__op"] == 1

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
 BAD: Any = object()
@@ -200,6 +200,11 @@ def _to_float(v: Any) -> Any:
     return BAD
 
 
+# Python's default context keeps 28 digits: a DECIMAL(38,18) value with more would fail to
+# quantize and load as NULL, where StarRocks keeps 38 (76 in DECIMAL256).
+_DECIMAL_CONTEXT = Context(prec=80)
+
+
 def _to_decimal(precision: int, scale: int) -> Converter:
     quantum = Decimal(1).scaleb(-scale)
     max_int_digits = precision - scale
@@ -211,7 +216,7 @@ def _to_decimal(precision: int, scale: int) -> Converter:
             return BAD
         try:
             d = Decimal(v.strip()) if isinstance(v, str) else Decimal(str(v))
-            q = d.quantize(quantum, rounding=ROUND_HALF_UP)
+            q = d.quantize(quantum, rounding=ROUND_HALF_UP, context=_DECIMAL_CONTEXT)
         except (InvalidOperation, ValueError):
             return BAD
         if not q.is_finite() or (q.adjusted() + 1 > max_int_digits and q != 0):

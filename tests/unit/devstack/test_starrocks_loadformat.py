@@ -62,6 +62,10 @@ def test_parse_create_table() -> None:
         ("DATETIME", "2024-01-02", "2024-01-02 00:00:00"),
         ("JSON", {"a": 1}, '{"a":1}'),
         ("DOUBLE", "1e3", 1000.0),
+        # More than the 28 digits of Python's default decimal context.
+        ("DECIMAL(38,18)", "1234567890123.5", "1234567890123.500000000000000000"),
+        ("DECIMAL(38,18)", "-12345678901234567890.1", "-12345678901234567890.100000000000000000"),
+        ("DECIMAL(38,18)", "123456789012345678901", BAD),
     ],
 )
 def test_converters(type_text: str, value: object, expected: object) -> None:

@@ -84,7 +84,9 @@ FULL = Sizes(
     trigger_rate=50,
     open_rows=(250, 1000, 4000),
     open_partitions=16,
-    ceiling_rounds=3,
+    # Five: one round of a query moves by up to half on a busy 2-core machine (pipeline over
+    # bare 0.65 / 0.80 / 0.40 in three rounds on 11-27); the median of five moves less.
+    ceiling_rounds=5,
     sweep_rounds=3,
     sweep_batches=15,
     idle_s=60,

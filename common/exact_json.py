@@ -61,14 +61,7 @@ def exact_text(value: Any, exact: Callable[[], Any]) -> str:
         exact: The same object read again by :func:`exact_loads`; called only when ``value``
             holds a float, which may have lost digits.
     """
-    if type(value) is dict:
-        # A flat row (the usual one): its values' types, collected in C, tell it all.
-        kinds = set(map(type, value.values()))
-        flat = dict not in kinds and list not in kinds
-        floats = float in kinds if flat else has_float(value)
-    else:
-        floats = has_float(value)
-    if not floats:
+    if not has_float(value):
         try:
             return orjson.dumps(value).decode()
         except TypeError:  # an integer beyond 64 bits, read by the stdlib

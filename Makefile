@@ -11,13 +11,22 @@ JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
 .PHONY: setup test test-unit test-integration test-e2e lint demo demo-debezium chaos soak bench test-real clean
 
-setup: $(STAMP) $(JVM_STAMP)
+# The native fast paths (native/, Rust, built by maturin through pip): common/native.py.
+NATIVE_STAMP := $(VENV)/.native-stamp
+NATIVE_SRC := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+
+setup: $(STAMP) $(NATIVE_STAMP) $(JVM_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+	@command -v cargo >/dev/null || { echo "make setup: Rust's cargo is needed to build native/ (install it with rustup: https://rustup.rs), then run make setup again" >&2; exit 1; }
+	$(PY) -m pip install -q ./native
+	touch $(NATIVE_STAMP)
 
 # Maven's own cache (~/.m2) makes a warm run a copy; the folder is rebuilt whole so a version
 # change never leaves an old jar behind.
@@ -82,4 +91,4 @@ test-real: setup
 	CDC_REAL_STACK=1 $(PY) -m pytest tests/real
 
 clean:
-	rm -rf $(VENV) jvm/lib build *.egg-info .pytest_cache .mypy_cache .ruff_cache $(PEER_DIR)/target
+	rm -rf $(VENV) jvm/lib native/target build *.egg-info .pytest_cache .mypy_cache .ruff_cache $(PEER_DIR)/target

@@ -7,7 +7,10 @@ timeout deadline to a processing-time timeout. All decisions are the core's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,8 +36,9 @@ OUTPUT_DDL = ", ".join(f"`{name}` {kind}" for name, kind in OUTPUT_FIELDS)
 STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in STATE_FIELDS)
 SLOT_STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in SLOT_STATE_FIELDS)
 
-# Columns of the Kafka source schema the assembler needs (key and timestampType are unused).
-SOURCE_COLUMNS = ("topic", "partition", "offset", "value", "timestamp")
+# Columns of the Kafka source schema the assembler needs (key, timestamp and timestampType are
+# unused).
+SOURCE_COLUMNS = ("topic", "partition", "offset", "value")
 DEBEZIUM_STATE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in DEBEZIUM_STATE_FIELDS)
 # The Debezium path reads the record key too: a delete's key columns are the key's fields.
 DEBEZIUM_SOURCE_COLUMNS = (*SOURCE_COLUMNS, "key")
@@ -148,14 +152,35 @@ class AssembleSlot(_Assembling):
         # Spark's batch timestamp: the same when a batch is replayed after a crash, so a
         # replay takes the same timeout decisions as the first run.
         now_ms = int(state.getCurrentProcessingTimeMs())
-        entries = _slot_entries(state.get, key) if state.exists else None
-        records = [] if state.hasTimedOut else list(_chunk_records(chunks))
-        step = SlotAssembler(self.assembler()).process(entries, records, now_ms)
-        state.update((SLOT_STATE_VERSION, step.partitions, step.entries))
-        if self._timeouts and step.timeout_at_ms is not None:
-            # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
-            state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-        yield from emit(step.outputs, self._load)
+        with paused_gc():
+            entries = _slot_entries(state.get, key) if state.exists else None
+            records = [] if state.hasTimedOut else list(_chunk_records(chunks))
+            step = SlotAssembler(self.assembler()).process(entries, records, now_ms)
+            state.update((SLOT_STATE_VERSION, step.partitions, step.entries))
+            if self._timeouts and step.timeout_at_ms is not None:
+                # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
+                state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
+            frames = list(emit(step.outputs, self._load))
+        yield from frames
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """No automatic garbage collection while a group's batch is assembled and loaded.
+
+    The work allocates ~10 container objects per record and frees few until it ends, so the
+    collector would walk the growing output again and again (a quarter of the assembling
+    function's CPU, ``benchmarks.hot_paths``). It makes no reference cycles, and PySpark's
+    worker collects after every task anyway (``app/pydaemon.py``).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def emit(outputs: list[Any], load: LoadInTask | None) -> Iterator[pd.DataFrame]:
@@ -188,17 +213,17 @@ def _chunk_records(chunks: Iterator[pd.DataFrame], keyed: bool = False) -> Itera
     for chunk in chunks:
         if chunk.empty:
             continue
-        columns = [
+        columns: list[Iterable[Any]] = [
             chunk["topic"].tolist(),
             chunk["partition"].tolist(),
             chunk["offset"].tolist(),
             chunk["value"].tolist(),
-            _epoch_ms(chunk["timestamp"]),
         ]
-        if keyed:
-            columns.append(chunk["key"].tolist())
-        # Columns of one chunk, all of its length; map() builds the records in C.
-        yield from map(SourceRecord, *columns)
+        columns.append(chunk["key"].tolist() if keyed else repeat(None))
+        # Columns of one chunk, all of its length. tuple.__new__ builds each record in C;
+        # SourceRecord(...) would run the named tuple's Python __new__ (~1 µs a record). Not
+        # strict: the key column of a chunk without keys is an endless repeat(None).
+        yield from map(tuple.__new__, repeat(SourceRecord), zip(*columns, strict=False))
 
 
 class AssembleGroup(_Assembling):
@@ -237,25 +262,8 @@ def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iter
             continue
         offsets = chunk["offset"].tolist()
         values = chunk["value"].tolist()
-        stamps = _epoch_ms(chunk["timestamp"])
-        for offset, value, stamp in zip(offsets, values, stamps, strict=True):
-            yield SourceRecord(topic, partition, offset, value, stamp)
-
-
-def _epoch_ms(column: pd.Series) -> list[int | None]:
-    """Epoch milliseconds of a timestamp column (any datetime unit, naive UTC or aware)."""
-    missing = column.isna()
-    if missing.all():
-        return [None] * len(column)
-    is_datetime = pd.api.types.is_datetime64_any_dtype(column.dtype)
-    stamps = column if is_datetime else pd.to_datetime(column)
-    tz = getattr(stamps.dtype, "tz", None)
-    millis: list[int] = (
-        stamps.astype("datetime64[ms, UTC]" if tz is not None else "datetime64[ms]")
-        .astype("int64")
-        .tolist()
-    )
-    return [None if gone else ms for ms, gone in zip(millis, missing.tolist(), strict=True)]
+        for offset, value in zip(offsets, values, strict=True):
+            yield SourceRecord(topic, partition, offset, value)
 
 
 def assemble_debezium(
@@ -298,14 +306,17 @@ class AssembleDebezium:
         """Apply this batch's records of one source; yield the rows the core emits."""
         now_ms = int(state.getCurrentProcessingTimeMs())
         previous = tuple(state.get) if state.exists else None
-        if state.hasTimedOut:
-            if previous is None:  # pragma: no cover - Spark only times out groups with state
-                return
-            step = self._assembler.expire(previous, now_ms)
-        else:
-            records = list(_chunk_records(chunks, keyed=True))
-            step = self._assembler.process(previous, records, now_ms)
-        state.update(step.state)
-        if step.timeout_at_ms is not None:
-            state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-        yield from emit(step.outputs, self._load)
+        if state.hasTimedOut and previous is None:  # pragma: no cover - Spark times out state
+            return
+        with paused_gc():
+            if state.hasTimedOut:
+                assert previous is not None
+                step = self._assembler.expire(previous, now_ms)
+            else:
+                records = list(_chunk_records(chunks, keyed=True))
+                step = self._assembler.process(previous, records, now_ms)
+            state.update(step.state)
+            if step.timeout_at_ms is not None:
+                state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
+            frames = list(emit(step.outputs, self._load))
+        yield from frames

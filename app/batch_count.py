@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.progress import BatchStats
@@ -61,47 +62,61 @@ class BatchCounter:
 
     def count(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
         """Partial counts of rows given as tuples of :attr:`columns` (executor)."""
-        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for topic, partition, database, table, kind, end, first, last, txn_id, reason, ts in rows:
+        # Per key: [rows, last offset, its txn_id, smallest txn_id, txns, source times]. Lists,
+        # not dicts, in the loop: it runs once per run of equal rows.
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        source_times = self.source_times
+        # The rows of one transaction into one table are equal tuples (is_txn_end aside):
+        # groupby compares them in C, so this loop runs about twice per transaction and table.
+        for same, run in groupby(rows):
+            topic, partition, database, table, kind, end, first, last, txn_id, reason, ts = same
+            n = len(tuple(run))
             is_row = kind == KIND_ROW
-            if not is_row and not self.dead_letters_to_sink:
-                database = table = None
-            violation = None
-            if not is_row:
+            key: tuple[Any, ...]
+            if is_row:
+                key = (topic, partition, database, table, kind, None, None)
+            else:
                 found = _VIOLATION.match(reason or "")
-                violation = found.group(0) if found else ""
-            key = (topic, partition, database, table, kind, None if is_row else first, violation)
+                key = (
+                    topic,
+                    partition,
+                    database if self.dead_letters_to_sink else None,
+                    table if self.dead_letters_to_sink else None,
+                    kind,
+                    first,
+                    found.group(0) if found else "",
+                )
             group = groups.get(key)
             if group is None:
-                group = groups[key] = {
-                    "topic": topic,
-                    "partition": partition,
-                    "database": database,
-                    "table": table,
-                    "kind": kind,
-                    "rejected_txn": key[5],
-                    "violation": violation,
-                    "_ts_rows": 0,
-                    "_ts_last_offset": None,
-                    "_ts_last_txn_id": None,
-                    "_ts_sample_txn_id": None,
-                    "txns": 0,
-                    "source_ts": [],
-                }
-            group["_ts_rows"] += 1
-            if last is not None and (
-                group["_ts_last_offset"] is None or last > group["_ts_last_offset"]
-            ):
-                group["_ts_last_offset"] = last
-                group["_ts_last_txn_id"] = txn_id
-            sample = group["_ts_sample_txn_id"]
-            if txn_id is not None and (sample is None or txn_id < sample):
-                group["_ts_sample_txn_id"] = txn_id
+                group = groups[key] = [0, None, None, None, 0, []]
+            group[0] += n
+            if last is not None and (group[1] is None or last > group[1]):
+                group[1] = last
+                group[2] = txn_id
+            if txn_id is not None and (group[3] is None or txn_id < group[3]):
+                group[3] = txn_id
             if is_row and end:
-                group["txns"] += 1
-                if self.source_times and ts is not None:
-                    group["source_ts"].append(ts)
-        return list(groups.values())
+                group[4] += n
+                if source_times and ts is not None:
+                    group[5].extend([ts] * n)
+        return [
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "database": key[2],
+                "table": key[3],
+                "kind": key[4],
+                "rejected_txn": key[5],
+                "violation": key[6],
+                "_ts_rows": rows_,
+                "_ts_last_offset": last_offset,
+                "_ts_last_txn_id": last_txn,
+                "_ts_sample_txn_id": sample,
+                "txns": txns,
+                "source_ts": times,
+            }
+            for key, (rows_, last_offset, last_txn, sample, txns, times) in groups.items()
+        ]
 
 
 def batch_stats(

@@ -291,6 +291,7 @@ class JsonDecoder:
         if plan is None:
             msg = "codec: the JSON codec needs a flat event schema (string/long/int fields)"
             raise ConfigError(msg)
+        self.plan: _Plan = plan
         self._names = tuple(name for name, _, _, _ in plan)
         self._spec: tuple[tuple[str, type, bool, tuple[int, int] | None], ...] = tuple(
             (name, str if kind == _STRING else int, null_idx >= 0, _INT_RANGE.get(t))
@@ -336,6 +337,11 @@ class JsonDecoder:
                 raise DecodeError(msg)
         self._good_types.add(types)
         return _event_from_mapping(self._names, values)
+
+
+def event_schema_plan() -> _Plan | None:
+    """The field plan of the packaged event schema (``conf/events.avsc``)."""
+    return _flat_plan(json.loads(event_schema_text()))
 
 
 def json_object(value: bytes | None) -> tuple[dict[str, Any], bytes]:

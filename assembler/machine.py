@@ -31,6 +31,7 @@ from assembler.buffer import HEADER_SIZE, OP_CODES, OP_NAMES, Buffered
 from assembler.codecs import DecodeError, Decoder, SkipRecord, event_to_json_text, make_decoder
 from assembler.events import MAXWELL_COMMIT, MAXWELL_ROW, Event, EventType, event_problem
 from assembler.exceptions import AssemblerError
+from assembler.fast import Scan, native_scan
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Violation
@@ -133,6 +134,7 @@ class TransactionAssembler:
     def __init__(self, settings: AssemblerSettings, decoder: Decoder | None = None) -> None:
         self._settings = settings
         self._decoder: Decoder = decoder if decoder is not None else make_decoder(settings.codec)
+        self._scan = native_scan(settings, self._decoder)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._settings, self._decoder))
@@ -170,7 +172,7 @@ class TransactionAssembler:
         # a pipeline that was down, or behind, never rejects a transaction whose END is
         # already in Kafka.
         run = _Run(self._settings, state, now_ms)
-        run.apply_all(ordered, self._decoder)
+        run.apply_all(ordered, self._decoder, self._scan)
         return run.finish()
 
     def expire(self, state: PartitionState, now_ms: int) -> Step:
@@ -236,10 +238,22 @@ class _Run:
 
     # -- driving --------------------------------------------------------------------------
 
-    def apply_all(self, ordered: list[SourceRecord], decoder: Decoder) -> None:
+    def apply_all(
+        self, ordered: list[SourceRecord], decoder: Decoder, scan: Scan | None = None
+    ) -> None:
         decode = decoder.decode
         topic, partition = self.topic, self.partition
-        for rec in ordered:
+        i, n = 0, len(ordered)
+        while i < n:
+            if scan is not None and self.status is _IDLE:
+                # The whole transactions from here on that need no decision of this machine.
+                i, self.last_offset, self.txn_seq = scan(
+                    ordered, i, self.last_offset, self.txn_seq, topic, partition, self.out
+                )
+                if i == n:
+                    break
+            rec = ordered[i]
+            i += 1
             offset = rec.offset
             if rec.partition != partition or rec.topic != topic:
                 msg = (

@@ -9,14 +9,13 @@ class SourceRecord(NamedTuple):
     """One Kafka record as the Spark source delivers it (topic, partition, offset, value).
 
     ``value`` is the raw event bytes (``None`` for a tombstone, which the assembler rejects
-    as undecodable). ``timestamp_ms`` is the Kafka record timestamp; the core does not use it
-    for decisions (processing time comes from ``now_ms``) but keeps it available to adapters.
+    as undecodable). The Kafka record timestamp is not read: decisions take processing time
+    (``now_ms``), and the column would cost a conversion per record for nothing.
     """
 
     topic: str
     partition: int
     offset: int
     value: bytes | None
-    timestamp_ms: int | None = None
     #: The Kafka record key; only the Debezium path reads it (a delete's key columns).
     key: bytes | None = None

@@ -41,7 +41,7 @@ def backlog(txns: int, items: int) -> tuple[list[SourceRecord], list[SourceRecor
     def record(topic: str, value: Mapping[str, object]) -> SourceRecord:
         offset = offsets[topic]
         offsets[topic] = offset + 1
-        return SourceRecord(topic, 0, offset, orjson.dumps(value), None, None)
+        return SourceRecord(topic, 0, offset, orjson.dumps(value))
 
     def change(
         topic: str, table: str, row: dict[str, object], txn: str, order: int

@@ -51,7 +51,7 @@ def assemble(messages: list[Any], encoding: Encoding) -> list[OutputRow]:
     by_partition: dict[int, list[SourceRecord]] = defaultdict(list)
     for m in messages:
         by_partition[m.partition()].append(
-            SourceRecord(m.topic(), m.partition(), m.offset(), m.value(), 0)
+            SourceRecord(m.topic(), m.partition(), m.offset(), m.value())
         )
     outputs: list[OutputRow] = []
     for records in by_partition.values():

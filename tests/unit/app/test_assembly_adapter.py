@@ -3,32 +3,10 @@
 import pandas as pd
 import pytest
 
-from app.assembly import _epoch_ms, _records
+from app.assembly import _chunk_records, _records
 from assembler.records import SourceRecord
 
 pytestmark = pytest.mark.unit
-
-MS = [1_700_000_000_123, 1_700_000_000_456]
-
-
-@pytest.mark.parametrize(
-    "column",
-    [
-        pd.Series(pd.to_datetime(MS, unit="ms")),  # datetime64[ns], naive UTC (Spark's)
-        pd.Series(pd.to_datetime(MS, unit="ms")).astype("datetime64[us]"),
-        pd.Series(pd.to_datetime(MS, unit="ms")).dt.tz_localize("UTC"),
-        pd.Series(pd.to_datetime(MS, unit="ms")).dt.tz_localize("UTC").dt.tz_convert("Asia/Tokyo"),
-        pd.Series([pd.Timestamp(ms, unit="ms") for ms in MS], dtype=object),
-    ],
-)
-def test_epoch_ms_of_every_timestamp_flavour(column):
-    assert _epoch_ms(column) == MS
-
-
-def test_missing_timestamps_are_none():
-    column = pd.Series(pd.to_datetime([MS[0], None], unit="ms"))
-    assert _epoch_ms(column) == [MS[0], None]
-    assert _epoch_ms(pd.Series([None, None], dtype="datetime64[ns]")) == [None, None]
 
 
 def test_records_from_chunks_keep_values_and_types():
@@ -37,11 +15,22 @@ def test_records_from_chunks_keep_values_and_types():
             {
                 "offset": [7, 8],
                 "value": [b"a", None],
-                "timestamp": pd.to_datetime(MS, unit="ms"),
             }
         ),
-        pd.DataFrame({"offset": [], "value": [], "timestamp": []}),
+        pd.DataFrame({"offset": [], "value": []}),
     ]
     records = list(_records("t", 3, iter(chunks)))
-    assert records == [SourceRecord("t", 3, 7, b"a", MS[0]), SourceRecord("t", 3, 8, None, MS[1])]
+    assert records == [SourceRecord("t", 3, 7, b"a"), SourceRecord("t", 3, 8, None)]
     assert all(type(r.offset) is int for r in records)
+
+
+def test_slot_records_are_source_records_with_their_key():
+    chunk = pd.DataFrame(
+        {"topic": ["t", "u"], "partition": [3, 4], "offset": [7, 8], "value": [b"a", None]}
+    )
+    plain = list(_chunk_records(iter([chunk, chunk.iloc[:0]])))
+    assert plain == [SourceRecord("t", 3, 7, b"a"), SourceRecord("u", 4, 8, None)]
+    assert all(type(r) is SourceRecord and r.key is None for r in plain)
+    keyed = list(_chunk_records(iter([chunk.assign(key=[b"k", None])]), keyed=True))
+    assert [r.key for r in keyed] == [b"k", None]
+    assert keyed[0].value == b"a"

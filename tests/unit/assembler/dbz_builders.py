@@ -36,7 +36,7 @@ class Source:
             else (value if isinstance(value, bytes) else json.dumps(value).encode())
         )
         k = None if key is None else json.dumps(key).encode()
-        return SourceRecord(topic, 0, offset, raw, None, k)
+        return SourceRecord(topic, 0, offset, raw, k)
 
     def begin(self, xid: int, lsn: int) -> SourceRecord:
         return self.record(

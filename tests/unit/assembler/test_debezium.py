@@ -317,7 +317,6 @@ def test_schemas_enabled_envelope_and_state_round_trip() -> None:
             r.partition,
             r.offset,
             json.dumps({"schema": {}, "payload": json.loads(r.value)}).encode(),
-            None,
             r.key,
         )
         for r in records

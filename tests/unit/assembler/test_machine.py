@@ -215,7 +215,7 @@ def test_offsets_the_pipeline_never_saw_are_logged_once_with_their_range(
     from assembler.events import Event
 
     def rec(offset: int, event: Event) -> SourceRecord:
-        return SourceRecord("t", 0, offset, encode_event(event, "json"), None)
+        return SourceRecord("t", 0, offset, encode_event(event, "json"))
 
     def one_txn(first: int, name: str) -> list[SourceRecord]:
         return [

@@ -103,7 +103,7 @@ def send(
             good.append(txn)
             values = [encode_record(e, encoding) for e in txn.events]
         for value in values:
-            part.append(SourceRecord(TOPIC, txn.partition, len(part), value, 0))
+            part.append(SourceRecord(TOPIC, txn.partition, len(part), value))
     return Sent(dict(records), good, bad, workload)
 
 

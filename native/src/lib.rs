@@ -1,0 +1,488 @@
+//! The assembler's fast path: whole, well-formed JSON transactions, scanned without a Python
+//! object per record.
+//!
+//! `assembler/machine.py` is the state machine and stays the only judge: this scanner takes a
+//! transaction only when the machine would emit it unchanged (a `TXN_BEGIN`, its `DATA`, its
+//! `TXN_END`, every check passed) and stops at anything else, handing the machine that
+//! transaction from its `TXN_BEGIN` on. Rejects, open transactions, gaps and every other case
+//! are the machine's. So the scanner may accept less than the machine, never more: where
+//! serde_json and the Python decoder could differ (escaped surrogates, a JSON array for an
+//! object, duplicate fields), it stops. `tests/unit/assembler/test_fast_path.py` checks the
+//! two against each other.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+/// `assembler.buffer.HEADER_SIZE`: what `max-txn-bytes` counts per DATA event besides its text.
+const HEADER_SIZE: usize = 17;
+/// Database and table names are stored with 16-bit lengths in the state buffer.
+const MAX_NAME_BYTES: usize = 0xFFFF;
+
+/// One event, with the names and types of `conf/events.avsc` (missing nullable fields: `None`).
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow)]
+    txn_id: Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    database: Option<Cow<'a, str>>,
+    table: Option<Cow<'a, str>>,
+    op: Option<Cow<'a, str>>,
+    row: Option<Cow<'a, str>>,
+    source_ts_ms: Option<i64>,
+    event_count: Option<i64>,
+}
+
+/// A DATA event buffered until its transaction's end: (database, table, op code, row).
+struct Data<'a> {
+    database: Cow<'a, str>,
+    table: Cow<'a, str>,
+    op: usize,
+    row: Cow<'a, str>,
+}
+
+/// One transaction the machine would emit as is.
+struct Txn<'a> {
+    txn_id: Cow<'a, str>,
+    first_offset: i64,
+    end_offset: i64,
+    source_ts_ms: Option<i64>,
+    rows: Vec<Data<'a>>,
+}
+
+fn is_json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Starts with `{` after JSON whitespace: serde would also read a JSON array into a struct.
+fn looks_like_object(text: &[u8]) -> bool {
+    text.iter().find(|b| !is_json_space(**b)) == Some(&b'{')
+}
+
+/// The event, or `None` where the machine must decide (not JSON, not an object, a type the
+/// schema refuses, an `event_count` beyond an Avro int).
+fn parse_event(value: &[u8]) -> Option<Event<'_>> {
+    if !looks_like_object(value) {
+        return None;
+    }
+    let event: Event = serde_json::from_slice(value).ok()?;
+    match event.event_count {
+        Some(n) if i32::try_from(n).is_err() => None,
+        _ => Some(event),
+    }
+}
+
+/// A row the machine accepts: a JSON object, with no escaped UTF-16 surrogate (the Python
+/// decoder refuses a lone one; a pair is left to it as well).
+fn row_is_object(row: &str) -> bool {
+    let bytes = row.as_bytes();
+    if !looks_like_object(bytes) {
+        return false;
+    }
+    if has_surrogate_escape(bytes) {
+        return false;
+    }
+    serde_json::from_str::<IgnoredAny>(row).is_ok()
+}
+
+/// A `\uD...` escape: a UTF-16 surrogate, which the Python side judges.
+fn has_surrogate_escape(text: &[u8]) -> bool {
+    text.windows(3)
+        .any(|w| w[0] == b'\\' && w[1] == b'u' && (w[2] | 0x20) == b'd')
+}
+
+/// The op code of `assembler.buffer.OP_CODES`; `None` for an op the machine rejects.
+fn op_code(op: Option<&str>) -> Option<usize> {
+    match op {
+        None | Some("UPSERT") => Some(0),
+        Some("DELETE") => Some(1),
+        _ => None,
+    }
+}
+
+/// The fields of a `SourceRecord` the scanner reads (topic, partition, offset, value).
+struct Record<'r, 'py> {
+    topic: Bound<'py, PyAny>,
+    partition: i64,
+    offset: i64,
+    value: Option<&'r [u8]>,
+}
+
+#[pyclass(frozen, module = "txncdc_native")]
+struct JsonTxnScanner {
+    max_rows: i64,
+    max_bytes: i64,
+    /// `Targets.problem(database, table)`, or `None` when DATA may target any table.
+    targets: Option<PyObject>,
+    /// `assembler.output.OutputRow`, built with `tuple.__new__` (no Python frame per row).
+    output_row: PyObject,
+    tuple_new: PyObject,
+    kind_row: Py<PyString>,
+    op_names: [Py<PyString>; 2],
+}
+
+#[pymethods]
+impl JsonTxnScanner {
+    #[new]
+    #[pyo3(signature = (max_rows, max_bytes, targets, output_row))]
+    fn new(
+        py: Python<'_>,
+        max_rows: i64,
+        max_bytes: i64,
+        targets: Option<PyObject>,
+        output_row: PyObject,
+    ) -> PyResult<Self> {
+        let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?.unbind();
+        Ok(Self {
+            max_rows,
+            max_bytes,
+            targets,
+            output_row,
+            tuple_new,
+            kind_row: PyString::intern(py, "ROW").unbind(),
+            op_names: [
+                PyString::intern(py, "UPSERT").unbind(),
+                PyString::intern(py, "DELETE").unbind(),
+            ],
+        })
+    }
+
+    /// Take the whole transactions of `records[start:]` that the machine would emit unchanged.
+    ///
+    /// `records` are one partition's `SourceRecord`s sorted by offset; the partition is idle
+    /// (no transaction open) with `last_offset` and `txn_seq`. Appends the transactions'
+    /// `OutputRow`s to `out` and returns `(next, last_offset, txn_seq)`: the machine goes on
+    /// from `records[next]`, at a `TXN_BEGIN` the scanner left to it or at whatever else.
+    #[allow(clippy::too_many_arguments)]
+    fn scan<'py>(
+        &self,
+        py: Python<'py>,
+        records: &Bound<'py, PyList>,
+        start: usize,
+        last_offset: i64,
+        txn_seq: i64,
+        topic: &Bound<'py, PyString>,
+        partition: i64,
+        out: &Bound<'py, PyList>,
+    ) -> PyResult<(usize, i64, i64)> {
+        let mut at = start;
+        let mut last = last_offset;
+        let mut seq = txn_seq;
+        let mut checked: HashMap<(String, String), bool> = HashMap::new();
+        let mut names: HashMap<String, Bound<'py, PyString>> = HashMap::new();
+        while let Some((next, txn)) =
+            self.one_txn(py, records, at, last, topic, partition, &mut checked)?
+        {
+            if !txn.rows.is_empty() {
+                seq += 1;
+                self.emit(py, &txn, seq, topic, partition, &mut names, out)?;
+            }
+            at = next;
+            last = txn.end_offset;
+        }
+        Ok((at, last, seq))
+    }
+}
+
+/// Record `index` of `records`; its value is borrowed for as long as the list is.
+fn record<'r, 'py>(records: &'r Bound<'py, PyList>, index: usize) -> PyResult<Record<'r, 'py>> {
+    let item = records.get_item(index)?;
+    let fields = item
+        .downcast_into::<PyTuple>()
+        .map_err(|_| PyValueError::new_err("records must be SourceRecord tuples"))?;
+    let value = fields.get_item(3)?;
+    let value = if value.is_none() {
+        None
+    } else {
+        // Borrowed from the bytes object, which `records` keeps alive for the call.
+        let bytes = value.downcast_into::<pyo3::types::PyBytes>()?;
+        let slice: &[u8] = bytes.as_bytes();
+        // SAFETY: the list holds every record and each record (a tuple) its value; the
+        // scanner holds the GIL and changes neither while `records` is borrowed.
+        Some(unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) })
+    };
+    Ok(Record {
+        topic: fields.get_item(0)?,
+        partition: fields.get_item(1)?.extract()?,
+        offset: fields.get_item(2)?.extract()?,
+        value,
+    })
+}
+
+impl JsonTxnScanner {
+    /// The transaction at `records[at..]`, if the machine would emit it unchanged.
+    #[allow(clippy::too_many_arguments)]
+    fn one_txn<'a>(
+        &self,
+        py: Python<'_>,
+        records: &'a Bound<'_, PyList>,
+        at: usize,
+        last_offset: i64,
+        topic: &Bound<'_, PyString>,
+        partition: i64,
+        checked: &mut HashMap<(String, String), bool>,
+    ) -> PyResult<Option<(usize, Txn<'a>)>> {
+        let mut i = at;
+        let mut last = last_offset;
+        let mut txn: Option<Txn<'a>> = None;
+        let mut last_ts: Option<i64> = None;
+        let mut nbytes: usize = 0;
+        while i < records.len() {
+            let rec = record(records, i)?;
+            i += 1;
+            if rec.partition != partition || !(rec.topic.is(topic) || rec.topic.eq(topic)?) {
+                return Ok(None); // the machine names the wiring bug
+            }
+            if rec.offset <= last {
+                continue; // a replay: the machine skips it too
+            }
+            if last >= 0 && rec.offset > last + 2 {
+                return Ok(None); // the machine logs the skipped offsets
+            }
+            let Some(event) = rec.value.and_then(parse_event) else {
+                return Ok(None);
+            };
+            if event.txn_id.is_empty() {
+                return Ok(None);
+            }
+            last = rec.offset;
+            let Some(open) = txn.as_mut() else {
+                if event.kind != "TXN_BEGIN" {
+                    return Ok(None);
+                }
+                last_ts = event.source_ts_ms;
+                txn = Some(Txn {
+                    txn_id: event.txn_id,
+                    first_offset: rec.offset,
+                    end_offset: rec.offset,
+                    source_ts_ms: None,
+                    rows: Vec::new(),
+                });
+                continue;
+            };
+            if event.txn_id != open.txn_id {
+                return Ok(None);
+            }
+            match event.kind.as_ref() {
+                "DATA" => {
+                    let Some(data) = data_of(event.database, event.table, event.op, event.row)
+                    else {
+                        return Ok(None);
+                    };
+                    if let Some(ts) = event.source_ts_ms {
+                        last_ts = Some(ts);
+                    }
+                    nbytes += HEADER_SIZE + data.database.len() + data.table.len() + data.row.len();
+                    if !self.target_ok(py, &data, checked)? {
+                        return Ok(None);
+                    }
+                    open.rows.push(data);
+                    if open.rows.len() as i64 > self.max_rows || nbytes as i64 > self.max_bytes {
+                        return Ok(None);
+                    }
+                }
+                "TXN_END" => {
+                    if let Some(count) = event.event_count {
+                        if count != open.rows.len() as i64 {
+                            return Ok(None);
+                        }
+                    }
+                    let mut done = txn.take().expect("open");
+                    done.end_offset = rec.offset;
+                    done.source_ts_ms = event.source_ts_ms.or(last_ts);
+                    return Ok(Some((i, done)));
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(None) // still open at the end of the records: the machine buffers it
+    }
+
+    fn target_ok(
+        &self,
+        py: Python<'_>,
+        data: &Data<'_>,
+        checked: &mut HashMap<(String, String), bool>,
+    ) -> PyResult<bool> {
+        let Some(problem) = &self.targets else {
+            return Ok(true);
+        };
+        let key = (data.database.to_string(), data.table.to_string());
+        if let Some(ok) = checked.get(&key) {
+            return Ok(*ok);
+        }
+        let ok = problem
+            .call1(py, (&*data.database, &*data.table))?
+            .is_none(py);
+        checked.insert(key, ok);
+        Ok(ok)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit<'py>(
+        &self,
+        py: Python<'py>,
+        txn: &Txn<'_>,
+        seq: i64,
+        topic: &Bound<'py, PyString>,
+        partition: i64,
+        names: &mut HashMap<String, Bound<'py, PyString>>,
+        out: &Bound<'py, PyList>,
+    ) -> PyResult<()> {
+        let txn_id = PyString::new(py, &txn.txn_id);
+        let last = txn.rows.len() - 1;
+        let partition = partition.into_pyobject(py)?;
+        let seq = seq.into_pyobject(py)?;
+        let first = txn.first_offset.into_pyobject(py)?;
+        let end = txn.end_offset.into_pyobject(py)?;
+        let ts = txn.source_ts_ms.into_pyobject(py)?;
+        let output_row = self.output_row.bind(py);
+        let tuple_new = self.tuple_new.bind(py);
+        for (n, data) in txn.rows.iter().enumerate() {
+            let database = name(py, names, &data.database);
+            let table = name(py, names, &data.table);
+            let fields = PyTuple::new(
+                py,
+                [
+                    self.kind_row.bind(py).clone().into_any(),
+                    topic.clone().into_any(),
+                    partition.clone().into_any(),
+                    txn_id.clone().into_any(),
+                    seq.clone().into_any(),
+                    n.into_pyobject(py)?.into_any(),
+                    database.into_any(),
+                    table.into_any(),
+                    self.op_names[data.op].bind(py).clone().into_any(),
+                    PyString::new(py, &data.row).into_any(),
+                    pyo3::types::PyBool::new(py, n == last)
+                        .to_owned()
+                        .into_any(),
+                    first.clone().into_any(),
+                    end.clone().into_any(),
+                    ts.clone().into_any(),
+                    py.None().into_bound(py),
+                ],
+            )?;
+            out.append(tuple_new.call1((output_row, fields))?)?;
+        }
+        Ok(())
+    }
+}
+
+/// A DATA event's target and row, if the machine accepts them (`events.event_problem`).
+fn data_of<'a>(
+    database: Option<Cow<'a, str>>,
+    table: Option<Cow<'a, str>>,
+    op: Option<Cow<'a, str>>,
+    row: Option<Cow<'a, str>>,
+) -> Option<Data<'a>> {
+    let (database, table, row) = (database?, table?, row?);
+    if database.is_empty() || table.is_empty() {
+        return None;
+    }
+    if database.len() > MAX_NAME_BYTES || table.len() > MAX_NAME_BYTES {
+        return None;
+    }
+    if !row_is_object(&row) {
+        return None;
+    }
+    let op = op_code(op.as_deref())?;
+    Some(Data {
+        database,
+        table,
+        op,
+        row,
+    })
+}
+
+/// What the loader needs to know of a row's top level: empty, or holding its own `__op`.
+struct TopLevel {
+    empty: bool,
+    has_op: bool,
+}
+
+impl<'de> Deserialize<'de> for TopLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = TopLevel;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TopLevel, A::Error> {
+                let mut top = TopLevel {
+                    empty: true,
+                    has_op: false,
+                };
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    top.empty = false;
+                    top.has_op |= key == "__op";
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Ok(top)
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+/// `sinks.starrocks.loader.encode_row` where it is a splice: the row's own text with
+/// `"__op":N` in front. `None` where the loader must decide (not a JSON object, an escaped
+/// surrogate, the row's own `__op`, an unknown op code).
+#[pyfunction]
+fn encode_row<'py>(py: Python<'py>, op: u8, row: &str) -> Option<Bound<'py, PyBytes>> {
+    if op > 1 || !looks_like_object(row.as_bytes()) || has_surrogate_escape(row.as_bytes()) {
+        return None;
+    }
+    let top: TopLevel = serde_json::from_str(row).ok()?;
+    if top.has_op {
+        return None;
+    }
+    let prefix: &[u8] = if op == 0 {
+        b"{\"__op\":0"
+    } else {
+        b"{\"__op\":1"
+    };
+    if top.empty {
+        return Some(PyBytes::new(py, &[prefix, b"}"].concat()));
+    }
+    let brace = row.find('{')?;
+    let rest = &row.as_bytes()[brace + 1..];
+    PyBytes::new_with(py, prefix.len() + 1 + rest.len(), |buf| {
+        buf[..prefix.len()].copy_from_slice(prefix);
+        buf[prefix.len()] = b',';
+        buf[prefix.len() + 1..].copy_from_slice(rest);
+        Ok(())
+    })
+    .ok()
+}
+
+/// One Python string per distinct database or table name in a call.
+fn name<'py>(
+    py: Python<'py>,
+    names: &mut HashMap<String, Bound<'py, PyString>>,
+    text: &str,
+) -> Bound<'py, PyString> {
+    if let Some(found) = names.get(text) {
+        return found.clone();
+    }
+    let made = PyString::new(py, text);
+    names.insert(text.to_string(), made.clone());
+    made
+}
+
+#[pymodule]
+fn txncdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<JsonTxnScanner>()?;
+    m.add_function(wrap_pyfunction!(encode_row, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,25 @@
+"""Types of the native module (src/lib.rs)."""
+
+from collections.abc import Callable
+from typing import Any
+
+class JsonTxnScanner:
+    def __init__(
+        self,
+        max_rows: int,
+        max_bytes: int,
+        targets: Callable[[str, str], str | None] | None,
+        output_row: type[tuple[Any, ...]],
+    ) -> None: ...
+    def scan(
+        self,
+        records: list[Any],
+        start: int,
+        last_offset: int,
+        txn_seq: int,
+        topic: str,
+        partition: int,
+        out: list[Any],
+    ) -> tuple[int, int, int]: ...
+
+def encode_row(op: int, row: str) -> bytes | None: ...

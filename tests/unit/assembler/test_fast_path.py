@@ -1,0 +1,338 @@
+"""The native fast path (``txncdc_native``) against the pure-Python machine and loader.
+
+The scanner may take a transaction only when the machine would emit it unchanged: over
+streams full of what it must leave alone (bad JSON, arrays, duplicate fields, escaped
+surrogates, wrong types, rows that are not objects, unknown ops and tables, size limits,
+count mismatches, gaps, replays), both must give the same rows, states and failures. The
+scanner must also really take the common case, or the comparison proves nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from typing import Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assembler import (
+    AssemblerSettings,
+    OutputRow,
+    PartitionState,
+    Policy,
+    SourceRecord,
+    TransactionAssembler,
+)
+from assembler.codecs import CodecSettings
+from assembler.fast import native_scan
+from assembler.machine import AssemblyFailed
+from assembler.settings import Targets, Violation
+from common import native
+from sinks.starrocks import loader
+from sinks.starrocks.errors import InvalidRequestError
+from tests.unit.assembler.builders import data, records, roundtrip, txn
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "cdc"
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_the_native_module_is_installed() -> None:
+    # make setup builds it; without it every test below would compare the machine with itself.
+    assert native.native_module() is not None
+
+
+def _scan(asm_settings: AssemblerSettings) -> Any:
+    asm = TransactionAssembler(asm_settings)
+    assert asm._scan is not None
+    return asm._scan
+
+
+def test_the_scanner_takes_whole_transactions_and_stops_at_an_open_one() -> None:
+    recs = records([*txn("a", 3), *txn("b", 0), *txn("c", 2), *txn("d", 2)[:2]], start=10)
+    out: list[OutputRow] = []
+    nxt, last, seq = _scan(AssemblerSettings())(recs, 0, -1, 0, TOPIC, 0, out)
+    # a (5 records), b (2, empty: no rows, no txn_seq), c (4); d's BEGIN and one DATA stay.
+    assert (nxt, last, seq) == (11, 20, 2)
+    assert [(r.txn_id, r.txn_seq, r.row_seq, r.is_txn_end) for r in out] == [
+        ("a", 1, 0, False),
+        ("a", 1, 1, False),
+        ("a", 1, 2, True),
+        ("c", 2, 0, False),
+        ("c", 2, 1, True),
+    ]
+    assert type(out[0]) is OutputRow
+    assert out[0] == ("ROW", TOPIC, 0, "a", 1, 0, "shop", "orders", "UPSERT", '{"id": 0}',
+                      False, 10, 14, None, None)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"[1]"}', "array"),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{\\"s\\":\\"\\\\ud800\\"}"}',
+            "surrogate",
+        ),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":{"id":1}}',
+            "object row",
+        ),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","op":"upsert","row":"{}"}',
+            "op",
+        ),
+        (
+            b'{"txn_id":"a","txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}"}',
+            "dup",
+        ),
+        (b'["a","DATA","shop","orders",null,"{}"]', "array event"),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}","source_ts_ms":1.0}',
+            "float",
+        ),
+        (b"\xff", "not UTF-8"),
+        (None, "tombstone"),
+    ],
+)
+def test_the_scanner_leaves_a_transaction_it_cannot_judge_to_the_machine(
+    value: bytes | None, why: str
+) -> None:
+    recs = records([*txn("x", 1)])
+    recs += [
+        SourceRecord(TOPIC, 0, 3, b'{"txn_id":"a","type":"TXN_BEGIN"}'),
+        SourceRecord(TOPIC, 0, 4, value),
+        SourceRecord(TOPIC, 0, 5, b'{"txn_id":"a","type":"TXN_END"}'),
+    ]
+    out: list[OutputRow] = []
+    assert _scan(AssemblerSettings())(recs, 0, -1, 0, TOPIC, 0, out)[0] == 3, why
+    assert [r.txn_id for r in out] == ["x"]
+
+
+def test_the_scanner_leaves_limits_targets_counts_and_gaps_to_the_machine() -> None:
+    cases: list[tuple[AssemblerSettings, list[SourceRecord]]] = [
+        (AssemblerSettings(max_txn_rows=2), records(txn("a", 3))),
+        (AssemblerSettings(max_txn_bytes=40), records(txn("a", 2))),
+        (
+            AssemblerSettings(targets=Targets("shop", frozenset({"items"}))),
+            records(txn("a", 1)),
+        ),
+        (AssemblerSettings(), records([*txn("a", 2)[:-1], txn("a", 3)[-1]])),  # count 3 != 2
+        (AssemblerSettings(), records([*txn("a", 1)[:2], *txn("b", 1)])),  # DATA of a, then BEGIN
+        (AssemblerSettings(), [*records(txn("a", 1)[:2]), *records(txn("a", 1)[2:], start=9)]),
+    ]
+    for asm_settings, recs in cases:
+        assert _scan(asm_settings)(recs, 0, -1, 0, TOPIC, 0, [])[0] == 0
+
+
+def test_only_the_json_codec_with_the_event_schema_has_a_scanner() -> None:
+    encoding: Literal["avro", "maxwell"]
+    for encoding in ("avro", "maxwell"):
+        asm_settings = AssemblerSettings(codec=CodecSettings(encoding=encoding))
+        assert TransactionAssembler(asm_settings)._scan is None
+    asm = TransactionAssembler(AssemblerSettings())
+    assert native_scan(AssemblerSettings(), asm._decoder) is not None
+
+
+def test_the_scanner_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.NATIVE_ENV, "off")
+    assert TransactionAssembler(AssemblerSettings())._scan is None
+
+
+# -- the scanner against the machine ------------------------------------------------------
+
+_ROWS = [
+    '{"id":1}',
+    "{}",
+    ' {"a":[1,2,{"b":null}],"s":"x\\"y"} ',
+    '{"big":123456789012345678901234567890,"f":1.25}',
+    '{"e":"\\u00e9\\n"}',
+    '{"s":"\\ud83d\\ude00"}',
+    '{"s":"\\ud800"}',
+    '{"f":1e400}',
+    '{"__op":1,"id":2}',
+    "[1]",
+    '{"a":1',
+    "NaN",
+    '"text"',
+]
+
+
+def _data_value(rnd: random.Random, txn_id: str) -> bytes:
+    event: dict[str, Any] = {"txn_id": txn_id, "type": "DATA", "database": "shop"}
+    event["table"] = rnd.choice(["orders", "orders", "items", "other", ""])
+    op = rnd.choice([None, None, "UPSERT", "DELETE", "upsert", 5])
+    if op is not None:
+        event["op"] = op
+    if rnd.random() < 0.05:
+        event["row"] = {"id": 1, "n": 1.5}
+    elif rnd.random() < 0.03:
+        event["row"] = None
+    else:
+        event["row"] = rnd.choice(_ROWS)
+    if rnd.random() < 0.5:
+        event["source_ts_ms"] = rnd.choice([5, None, 2**63, 1.5, "7"])
+    text = json.dumps(event, ensure_ascii=rnd.random() < 0.5)
+    if rnd.random() < 0.05:
+        text = text.replace('"type"', '"type": "DATA", "type"', 1)  # a duplicate field
+    return text.encode()
+
+
+def _marker(rnd: random.Random, txn_id: str, kind: str, rows: int) -> bytes:
+    event: dict[str, Any] = {"txn_id": txn_id, "type": kind}
+    if rnd.random() < 0.5:
+        event["source_ts_ms"] = rnd.choice([1, 2, None])
+    if kind == "TXN_END" and rnd.random() < 0.7:
+        event["event_count"] = rnd.choice([rows, rows, rows, rows + 1, 2**40])
+    if rnd.random() < 0.1:
+        event["extra"] = {"ignored": [1, 2]}
+    return json.dumps(event).encode()
+
+
+_ODD = [
+    None,
+    b"",
+    b"not json",
+    b"\xff\xfe",
+    b"[]",
+    b'["a","TXN_BEGIN"]',
+    b'{"type":"TXN_END"}',
+    b'{"txn_id":"","type":"TXN_BEGIN"}',
+    b'{"txn_id":"a","type":"HEARTBEAT"}',
+    b'{"txn_id":"a","type":"TXN_BEGIN","source_ts_ms":NaN}',
+]
+
+
+def _stream(rnd: random.Random, n_txns: int) -> list[bytes | None]:
+    values: list[bytes | None] = []
+    for t in range(n_txns):
+        txn_id = rnd.choice([f"t{t}", f"t{t}", "a"])
+        clean = rnd.random() < 0.6
+        rows = rnd.randint(0, 4)
+        values.append(_marker(rnd, txn_id, "TXN_BEGIN", rows))
+        for _ in range(rows):
+            if clean:
+                values.append(
+                    json.dumps(
+                        {"txn_id": txn_id, "type": "DATA", "database": "shop", "table": "orders",
+                         "row": json.dumps({"id": rnd.randint(0, 9)}), "source_ts_ms": 4}
+                    ).encode()
+                )  # fmt: skip
+            else:
+                values.append(_data_value(rnd, rnd.choice([txn_id, txn_id, "other"])))
+        if not clean and rnd.random() < 0.2:
+            values.append(rnd.choice(_ODD))
+        if rnd.random() < 0.9:
+            values.append(_marker(rnd, txn_id, "TXN_END", rows))
+    return values
+
+
+def _run(
+    asm: TransactionAssembler, recs: list[SourceRecord], cuts: list[int]
+) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None, str | None]:
+    state: PartitionState | None = None
+    out: list[tuple[Any, ...]] = []
+    bounds = [0, *cuts, len(recs)]
+    try:
+        for lo, hi in itertools.pairwise(bounds):
+            batch = recs[lo:hi]
+            if lo > 0:
+                batch = batch + recs[max(0, lo - 2) : lo]  # replays of consumed offsets
+            if not batch:
+                continue
+            step = asm.process(state, batch, now_ms=0)
+            out += [r.as_tuple() for r in step.outputs]
+            state = roundtrip(step.state)
+    except AssemblyFailed as e:
+        return out, None, str(e)
+    return out, state.to_tuple() if state else None, None
+
+
+@SETTINGS
+@given(st.data())
+def test_the_scanner_and_the_machine_agree_on_any_stream(data_: st.DataObject) -> None:
+    rnd = data_.draw(st.randoms(use_true_random=False))
+    values = _stream(rnd, data_.draw(st.integers(1, 8)))
+    offset = rnd.randint(0, 5)
+    recs = []
+    for value in values:
+        recs.append(SourceRecord(TOPIC, 0, offset, value))
+        offset += rnd.choice([1, 1, 1, 2, 4])  # gaps: markers, and offsets Kafka lost
+    cuts = sorted(data_.draw(st.lists(st.integers(0, len(recs)), max_size=3)))
+    fail = data_.draw(st.booleans())
+    asm_settings = AssemblerSettings(
+        policies={v: Policy.FAIL if fail else Policy.REJECT for v in Violation},
+        max_txn_rows=data_.draw(st.sampled_from([3, 1_000_000])),
+        max_txn_bytes=data_.draw(st.sampled_from([120, 256 * 1024 * 1024])),
+        targets=data_.draw(st.sampled_from([None, Targets("shop", frozenset({"orders"}))])),
+    )
+    fast = TransactionAssembler(asm_settings)
+    slow = TransactionAssembler(asm_settings)
+    slow._scan = None
+    assert fast._scan is not None
+    assert _run(fast, recs, cuts) == _run(slow, recs, cuts)
+
+
+def test_the_scanner_takes_the_common_case_in_the_comparison() -> None:
+    # Guard for the comparison above: a clean stream goes through the scanner, not around it.
+    asm = TransactionAssembler(AssemblerSettings())
+    calls: list[int] = []
+    scan = asm._scan
+    assert scan is not None
+
+    def counting(recs: list[SourceRecord], start: int, *args: Any) -> tuple[int, int, int]:
+        result = scan(recs, start, *args)
+        calls.append(result[0] - start)
+        return result
+
+    asm._scan = counting  # type: ignore[assignment]
+    recs = records([*txn("a", 2), *txn("b", 3), data("c")])
+    step = asm.process(None, recs, now_ms=0)
+    assert len(step.outputs) == 5 + 1  # a, b and the lone DATA's reject
+    assert calls[0] == 9
+
+
+# -- the loader's row splice against the loader -------------------------------------------
+
+
+@SETTINGS
+@given(
+    st.sampled_from(["UPSERT", "DELETE", None]),
+    st.one_of(
+        st.sampled_from(_ROWS),
+        st.dictionaries(
+            st.sampled_from(["id", "__op", "é", "a\\b"]),
+            st.one_of(st.integers(), st.text(max_size=4), st.floats(allow_nan=False)),
+        ).map(lambda d: json.dumps(d, ensure_ascii=False)),
+    ),
+    st.sampled_from(["", " ", "\n"]),
+)
+def test_the_native_row_splice_matches_the_loader(op: str | None, row: str, pad: str) -> None:
+    row = pad + row
+    spliced = _encode(op, row)
+    python = _encode(op, row, native_off=True)
+    assert spliced == python
+
+
+def _encode(op: str | None, row: str, native_off: bool = False) -> bytes | str:
+    saved = loader._native_encode
+    if native_off:
+        loader._native_encode = None
+    try:
+        return loader.encode_row(op, row, "where")
+    except InvalidRequestError as e:
+        return str(e)
+    finally:
+        loader._native_encode = saved
+
+
+def test_the_loader_uses_the_native_splice() -> None:
+    assert loader._native_encode is not None
+    assert loader._native_encode(0, ' {"id":1}') == b'{"__op":0,"id":1}'
+    assert loader._native_encode(1, "{}") == b'{"__op":1}'
+    assert loader._native_encode(0, '{"__op":1}') is None  # the row's own __op: Python decides
+    assert loader._native_encode(0, "[1]") is None

@@ -306,11 +306,10 @@ class AssembleDebezium:
         """Apply this batch's records of one source; yield the rows the core emits."""
         now_ms = int(state.getCurrentProcessingTimeMs())
         previous = tuple(state.get) if state.exists else None
-        if state.hasTimedOut and previous is None:  # pragma: no cover - Spark times out state
-            return
         with paused_gc():
             if state.hasTimedOut:
-                assert previous is not None
+                if previous is None:  # pragma: no cover - Spark only times out groups with state
+                    return
                 step = self._assembler.expire(previous, now_ms)
             else:
                 records = list(_chunk_records(chunks, keyed=True))

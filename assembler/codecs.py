@@ -35,7 +35,7 @@ import avro.schema
 import orjson
 import requests
 
-from assembler.events import EVENT_SCHEMA_PATH, Event, event_schema_text
+from assembler.events import EVENT_SCHEMA_PATH, Event, event_schema_text, load_event_schema
 from assembler.exceptions import AssemblerError
 from common.errors import ConfigError, Terminal, Transient
 from common.exact_json import exact_loads, exact_text
@@ -341,7 +341,7 @@ class JsonDecoder:
 
 def event_schema_plan() -> _Plan | None:
     """The field plan of the packaged event schema (``conf/events.avsc``)."""
-    return _flat_plan(json.loads(event_schema_text()))
+    return _flat_plan(load_event_schema())
 
 
 def json_object(value: bytes | None) -> tuple[dict[str, Any], bytes]:

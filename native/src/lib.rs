@@ -47,6 +47,10 @@ struct Data<'a> {
     row: Cow<'a, str>,
 }
 
+/// The targets asked about in one call, with the answer: a few tables, so a list searched
+/// without building a key per DATA event.
+type Targets = Vec<(String, String, bool)>;
+
 /// One transaction the machine would emit as is.
 struct Txn<'a> {
     txn_id: Cow<'a, str>,
@@ -174,7 +178,7 @@ impl JsonTxnScanner {
         let mut at = start;
         let mut last = last_offset;
         let mut seq = txn_seq;
-        let mut checked: HashMap<(String, String), bool> = HashMap::new();
+        let mut checked: Targets = Vec::new();
         let mut names: HashMap<String, Bound<'py, PyString>> = HashMap::new();
         while let Some((next, txn)) =
             self.one_txn(py, records, at, last, topic, partition, &mut checked)?
@@ -226,7 +230,7 @@ impl JsonTxnScanner {
         last_offset: i64,
         topic: &Bound<'_, PyString>,
         partition: i64,
-        checked: &mut HashMap<(String, String), bool>,
+        checked: &mut Targets,
     ) -> PyResult<Option<(usize, Txn<'a>)>> {
         let mut i = at;
         let mut last = last_offset;
@@ -304,23 +308,16 @@ impl JsonTxnScanner {
         Ok(None) // still open at the end of the records: the machine buffers it
     }
 
-    fn target_ok(
-        &self,
-        py: Python<'_>,
-        data: &Data<'_>,
-        checked: &mut HashMap<(String, String), bool>,
-    ) -> PyResult<bool> {
+    fn target_ok(&self, py: Python<'_>, data: &Data<'_>, checked: &mut Targets) -> PyResult<bool> {
         let Some(problem) = &self.targets else {
             return Ok(true);
         };
-        let key = (data.database.to_string(), data.table.to_string());
-        if let Some(ok) = checked.get(&key) {
+        let (database, table) = (&*data.database, &*data.table);
+        if let Some((_, _, ok)) = checked.iter().find(|(d, t, _)| d == database && t == table) {
             return Ok(*ok);
         }
-        let ok = problem
-            .call1(py, (&*data.database, &*data.table))?
-            .is_none(py);
-        checked.insert(key, ok);
+        let ok = problem.call1(py, (database, table))?.is_none(py);
+        checked.push((database.to_string(), table.to_string(), ok));
         Ok(ok)
     }
 

@@ -17,7 +17,6 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -115,18 +114,20 @@ class TableReport:
 _native_encode: Callable[[int, str], bytes | None] | None = getattr(
     native_module(), "encode_row", None
 )
-#: The ops the loader takes as they are (anything else goes through encode_row's checks).
-_PLAIN_OPS: dict[str | None, int] = {None: 0, "UPSERT": 0, "DELETE": 1}
 _OP_PREFIX = {code: b'{"__op":%d' % code for code in OP_CODES.values()}
 
 
-def encode_row(op: str | None, row: str | None, where: str | Callable[[], str]) -> bytes:
+#: Where a row comes from, for an error message: the text, a function building it, or
+#: ``(table, topic, partition, txn_id)`` (formatted only on error; no object per row).
+Where = str | Callable[[], str] | tuple[str, str, int, str]
+
+
+def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
     """One JSON object with ``__op`` (0 upsert, 1 delete) for a Primary Key table (spec §5).
 
     The row is parsed once to check that it is a JSON object; the bytes sent are the row's
     own text with ``"__op":N`` spliced in front (re-serialising would cost as much again).
-    ``where`` (or a function building it, called only on error) names table, topic/partition
-    and txn for the message.
+    ``where`` (built only on error) names table, topic/partition and txn for the message.
 
     Raises:
         InvalidRequestError: ``row`` is not a JSON object or ``op`` is unknown.
@@ -166,8 +167,12 @@ def encode_row(op: str | None, row: str | None, where: str | Callable[[], str]) 
     return _OP_PREFIX[code] + b"," + data[data.index(b"{") + 1 :]
 
 
-def _where(where: str | Callable[[], str]) -> str:
-    return where if isinstance(where, str) else where()
+def _where(where: Where) -> str:
+    if isinstance(where, str):
+        return where
+    if isinstance(where, tuple):
+        return _where_text(*where)
+    return where()
 
 
 def _where_text(table: str, topic: str, partition: int, txn_id: str) -> str:
@@ -223,7 +228,6 @@ class PartitionLoader:
         chunk = _Chunk()
         report = TableReport(table="")
         max_bytes = plan.config.max_bytes_per_load
-        splice = _native_encode
         try:
             for table, op, row, topic, partition, txn_id in rows:
                 if table != current:
@@ -233,16 +237,7 @@ class PartitionLoader:
                         chunk = _Chunk()
                     current = table
                     report = reports.setdefault(table, TableReport(table=table))
-                # This loop runs once per row: the native splice first, without encode_row's
-                # checks in Python, where it takes the row (a plain op, a JSON object).
-                part = None
-                if splice is not None and row is not None:
-                    code = _PLAIN_OPS.get(op)
-                    if code is not None:
-                        part = splice(code, row)
-                if part is None:
-                    where = partial(_where_text, table, topic, partition, txn_id)
-                    part = encode_row(op, row, where)
+                part = encode_row(op, row, (table, topic, partition, txn_id))
                 if chunk.parts and chunk.size + len(part) + 1 > max_bytes:
                     client = client or StarRocksClient(plan.config)
                     self._send(client, table, chunk, report)

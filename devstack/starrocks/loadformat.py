@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from devstack.starrocks.catalog import TableSchema, split_top_level, unquote
 from devstack.starrocks.coltypes import BAD, converter, default_value, fast_check
 from devstack.starrocks.storage import OP_DELETE, OP_UPSERT, OpRow
@@ -304,7 +306,7 @@ class LoadPlan:
         if not body.strip():
             return []
         try:
-            doc = json.loads(body)
+            doc = _loads(body)
         except ValueError as e:
             res.total += 1
             res.filtered += 1
@@ -422,6 +424,23 @@ def loop(values, res, plan):
             self._note(res, f"Error: NULL value in non-nullable column. Row: {v!r:.200}")
             return None
         return row
+
+
+# orjson parses a load body in half the stdlib's time. It reads an integer beyond 64 bits as
+# a double and refuses what the stdlib takes (NaN, a lone surrogate, a BOM, UTF-16), so a body
+# with 19 digits in a row, or one it refuses, is the stdlib's: same values, same error text.
+# (Digits found by translate + find: a regex takes twice as long as the parse.)
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
+def _loads(body: bytes) -> Any:
+    if body.translate(_DIGITS_AS_ZERO).find(_LONG_DIGITS) < 0:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(body)
 
 
 def _key_ci(obj: dict[str, Any], name: str) -> Any:

@@ -432,11 +432,10 @@ impl<'de> Deserialize<'de> for TopLevel {
     }
 }
 
-/// `sinks.starrocks.loader.encode_row` where it is a splice: the row's own text with
-/// `"__op":N` in front. `None` where the loader must decide (not a JSON object, an escaped
-/// surrogate, the row's own `__op`, an unknown op code).
-#[pyfunction]
-fn encode_row<'py>(py: Python<'py>, op: u8, row: &str) -> Option<Bound<'py, PyBytes>> {
+/// `"__op":N` and the row's text after its `{`, or `None` where the loader must decide (not a
+/// JSON object, an escaped surrogate, the row's own `__op`, an unknown op code). The part
+/// is `prefix` + (`,` + `rest` unless the object is empty) + `}` where empty.
+fn splice(op: u8, row: &str) -> Option<(&'static [u8], &[u8])> {
     if op > 1 || !looks_like_object(row.as_bytes()) || has_surrogate_escape(row.as_bytes()) {
         return None;
     }
@@ -444,23 +443,129 @@ fn encode_row<'py>(py: Python<'py>, op: u8, row: &str) -> Option<Bound<'py, PyBy
     if top.has_op {
         return None;
     }
-    let prefix: &[u8] = if op == 0 {
+    let prefix: &'static [u8] = if op == 0 {
         b"{\"__op\":0"
     } else {
         b"{\"__op\":1"
     };
     if top.empty {
-        return Some(PyBytes::new(py, &[prefix, b"}"].concat()));
+        return Some((prefix, b""));
     }
     let brace = row.find('{')?;
-    let rest = &row.as_bytes()[brace + 1..];
-    PyBytes::new_with(py, prefix.len() + 1 + rest.len(), |buf| {
-        buf[..prefix.len()].copy_from_slice(prefix);
-        buf[prefix.len()] = b',';
-        buf[prefix.len() + 1..].copy_from_slice(rest);
+    Some((prefix, &row.as_bytes()[brace + 1..]))
+}
+
+/// The length of a spliced part.
+fn part_len(prefix: &[u8], rest: &[u8]) -> usize {
+    prefix.len() + 1 + rest.len()
+}
+
+/// Append a spliced part to `buf`.
+fn put_part(buf: &mut Vec<u8>, prefix: &[u8], rest: &[u8]) {
+    buf.extend_from_slice(prefix);
+    if rest.is_empty() {
+        buf.push(b'}');
+    } else {
+        buf.push(b',');
+        buf.extend_from_slice(rest);
+    }
+}
+
+/// `sinks.starrocks.loader.encode_row` where it is a splice: the row's own text with
+/// `"__op":N` in front. `None` where the loader must decide (see `splice`).
+#[pyfunction]
+fn encode_row<'py>(
+    py: Python<'py>,
+    op: u8,
+    row: &Bound<'py, PyString>,
+) -> Option<Bound<'py, PyBytes>> {
+    // A str with a lone surrogate has no UTF-8 form: the loader words that error.
+    let text = row.to_str().ok()?;
+    let (prefix, rest) = splice(op, text)?;
+    PyBytes::new_with(py, part_len(prefix, rest), |buf| {
+        let (head, tail) = buf.split_at_mut(prefix.len());
+        head.copy_from_slice(prefix);
+        tail[0] = if rest.is_empty() { b'}' } else { b',' };
+        tail[1..].copy_from_slice(rest);
         Ok(())
     })
     .ok()
+}
+
+/// The loader's inner loop over a run of one table's rows (`PartitionLoader.load`):
+/// `rows[start:stop]` spliced and joined by `,` into one part of the chunk being built.
+///
+/// `rows` are `(table, op, row, ...)` tuples. The run ends at another table, at a row the
+/// loader must judge itself (an op other than UPSERT/DELETE/None/"", a row that is not a
+/// splice), or where the next part would take the chunk over `max_bytes` while it already
+/// has a part: the loader then handles row `stop` as it always does. `size` counts as the
+/// loader's chunk does (2 for the brackets, each part's length + 1). Returns
+/// `(stop, joined parts, new size)`.
+#[pyfunction]
+fn encode_run<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyList>,
+    start: usize,
+    size: usize,
+    has_parts: bool,
+    max_bytes: usize,
+) -> PyResult<(usize, Bound<'py, PyBytes>, usize)> {
+    let n = rows.len();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut size = size;
+    let mut i = start;
+    let mut table: Option<Bound<'py, PyAny>> = None;
+    while i < n {
+        let item = rows.get_item(i)?;
+        let Ok(fields) = item.downcast::<PyTuple>() else {
+            break;
+        };
+        if fields.len() < 3 {
+            break;
+        }
+        let this = fields.get_item(0)?;
+        match &table {
+            None => table = Some(this),
+            Some(t) => {
+                if !this.is(t) && !this.eq(t)? {
+                    break;
+                }
+            }
+        }
+        let op = fields.get_item(1)?;
+        let code: u8 = if op.is_none() {
+            0
+        } else if let Ok(text) = op.downcast::<PyString>() {
+            match text.to_str() {
+                Ok("" | "UPSERT") => 0,
+                Ok("DELETE") => 1,
+                _ => break,
+            }
+        } else {
+            break;
+        };
+        let row = fields.get_item(2)?;
+        let Ok(row) = row.downcast::<PyString>() else {
+            break;
+        };
+        let Ok(text) = row.to_str() else {
+            break;
+        };
+        let Some((prefix, rest)) = splice(code, text) else {
+            break;
+        };
+        let len = part_len(prefix, rest);
+        if (has_parts || i > start) && size + len + 1 > max_bytes {
+            break;
+        }
+        if i > start {
+            buf.push(b',');
+        }
+        put_part(&mut buf, prefix, rest);
+        size += len + 1;
+        i += 1;
+    }
+    Ok((i, PyBytes::new(py, &buf), size))
 }
 
 /// One Python string per distinct database or table name in a call.
@@ -481,5 +586,6 @@ fn name<'py>(
 fn txncdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JsonTxnScanner>()?;
     m.add_function(wrap_pyfunction!(encode_row, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_run, m)?)?;
     Ok(())
 }

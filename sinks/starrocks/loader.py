@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -114,7 +115,13 @@ class TableReport:
 _native_encode: Callable[[int, str], bytes | None] | None = getattr(
     native_module(), "encode_row", None
 )
+#: ``txncdc_native.encode_run``: the loader's loop over a run of plain splices, in one call.
+_native_run: Callable[[list[Any], int, int, bool, int], tuple[int, bytes, int]] | None = getattr(
+    native_module(), "encode_run", None
+)
 _OP_PREFIX = {code: b'{"__op":%d' % code for code in OP_CODES.values()}
+#: Rows per list when the loader's rows come as an iterator (the ``mapInArrow`` path).
+_BLOCK_ROWS = 8192
 
 
 #: Where a row comes from, for an error message: the text, a function building it, or
@@ -142,7 +149,14 @@ def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
         spliced = _native_encode(code, row)
         if spliced is not None:
             return spliced
-    data = row.encode("utf-8") if row is not None else b"null"
+    try:
+        data = row.encode("utf-8") if row is not None else b"null"
+    except UnicodeEncodeError as e:
+        msg = (
+            f"row {_where(where)} has no UTF-8 form ({e.reason} at character {e.start}); fix "
+            "the producer or reject it upstream"
+        )
+        raise InvalidRequestError(msg) from e
     try:
         image = orjson.loads(data)
     except ValueError:
@@ -228,23 +242,38 @@ class PartitionLoader:
         chunk = _Chunk()
         report = TableReport(table="")
         max_bytes = plan.config.max_bytes_per_load
+        run = _native_run
         try:
-            for table, op, row, topic, partition, txn_id in rows:
-                if table != current:
-                    if current is not None and chunk.parts:
+            for block in [rows] if isinstance(rows, list) else _blocks(rows):
+                i, n = 0, len(block)
+                while i < n:
+                    table, op, row, topic, partition, txn_id = block[i]
+                    if table != current:
+                        if current is not None and chunk.parts:
+                            client = client or StarRocksClient(plan.config)
+                            self._send(client, current, chunk, report)
+                            chunk = _Chunk()
+                        current = table
+                        report = reports.setdefault(table, TableReport(table=table))
+                    if run is not None:
+                        # The rows from i on that are plain splices, as one part; the row
+                        # where it stops (if any) takes the path below.
+                        stop, joined, size = run(block, i, chunk.size, bool(chunk.parts), max_bytes)
+                        if stop > i:
+                            chunk.parts.append(joined)
+                            chunk.size = size
+                            report.rows += stop - i
+                            i = stop
+                            continue
+                    part = encode_row(op, row, (table, topic, partition, txn_id))
+                    if chunk.parts and chunk.size + len(part) + 1 > max_bytes:
                         client = client or StarRocksClient(plan.config)
-                        self._send(client, current, chunk, report)
+                        self._send(client, table, chunk, report)
                         chunk = _Chunk()
-                    current = table
-                    report = reports.setdefault(table, TableReport(table=table))
-                part = encode_row(op, row, (table, topic, partition, txn_id))
-                if chunk.parts and chunk.size + len(part) + 1 > max_bytes:
-                    client = client or StarRocksClient(plan.config)
-                    self._send(client, table, chunk, report)
-                    chunk = _Chunk()
-                chunk.parts.append(part)
-                chunk.size += len(part) + 1
-                report.rows += 1
+                    chunk.parts.append(part)
+                    chunk.size += len(part) + 1
+                    report.rows += 1
+                    i += 1
             if current is not None and chunk.parts:
                 client = client or StarRocksClient(plan.config)
                 self._send(client, current, chunk, reports[current])
@@ -300,6 +329,13 @@ def _counting(
     for batch in batches:
         counted.extend(tally(batch))
         yield batch
+
+
+def _blocks(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """``rows`` in lists: what the native run takes, without holding them all at once."""
+    it = iter(rows)
+    while block := list(islice(it, _BLOCK_ROWS)):
+        yield block
 
 
 def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:

@@ -31,7 +31,7 @@ from assembler.fast import native_scan
 from assembler.machine import AssemblyFailed
 from assembler.settings import Targets, Violation
 from common import native
-from sinks.starrocks import loader
+from sinks.starrocks import client, loader
 from sinks.starrocks.errors import InvalidRequestError
 from tests.unit.assembler.builders import data, records, roundtrip, txn
 
@@ -336,3 +336,95 @@ def test_the_loader_uses_the_native_splice() -> None:
     assert loader._native_encode(1, "{}") == b'{"__op":1}'
     assert loader._native_encode(0, '{"__op":1}') is None  # the row's own __op: Python decides
     assert loader._native_encode(0, "[1]") is None
+
+
+# -- the loader's loop over runs of plain splices against the loop row by row ---------------
+
+_LOOP_ROWS = [*_ROWS, '{"s":"\ud800"}', None, '{"id":2,"note":"ééé"}']
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["UPSERT", "DELETE", None, "", "upsert", "MERGE"]),
+            st.sampled_from(_LOOP_ROWS),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=8, max_value=120),
+    st.booleans(),
+)
+def test_the_native_loader_loop_sends_what_the_loop_row_by_row_sends(
+    rows: list[tuple[str, str | None, str | None]], max_bytes: int, as_list: bool
+) -> None:
+    loads = sorted(
+        ((table, op, row, "t", 0, f"x{i}") for i, (table, op, row) in enumerate(rows)),
+        key=lambda r: r[0],
+    )
+    native_sent, native_reports = _load(loads, max_bytes, as_list)
+    python_sent, python_reports = _load(loads, max_bytes, as_list, native_off=True)
+    assert native_sent == python_sent
+    assert native_reports == python_reports
+
+
+def test_the_native_loader_loop_cuts_chunks_at_the_same_byte() -> None:
+    # Parts of 17 bytes: every max-bytes from "one row per chunk" to "all in one", both ways.
+    loads = [("a", "UPSERT", f'{{"id":{i}}}', "t", 0, "x") for i in range(6)]
+    for max_bytes in range(10, 120):
+        for as_list in (True, False):
+            assert _load(loads, max_bytes, as_list) == _load(
+                loads, max_bytes, as_list, native_off=True
+            ), max_bytes
+
+
+def test_the_native_loader_loop_takes_plain_rows_in_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    run = loader._native_run
+    assert run is not None
+
+    def counted(*args: Any) -> tuple[int, bytes, int]:
+        calls.append(args[1])
+        return run(*args)
+
+    monkeypatch.setattr(loader, "_native_run", counted)
+    loads = [("a", "UPSERT", f'{{"id":{i}}}', "t", 0, "x") for i in range(100)]
+    loads += [("b", "DELETE", '{"id":1}', "t", 0, "x")]
+    sent, reports = _load(loads, 1 << 20, True)
+    assert calls == [0, 100]  # one call per table
+    assert sent[0] == ("a", b"[" + b",".join(b'{"__op":0,"id":%d}' % i for i in range(100)) + b"]")
+    assert sent[1] == ("b", b'[{"__op":1,"id":1}]')
+    assert [r.rows for r in reports] == [100, 1]
+
+
+def _load(
+    loads: list[tuple[Any, ...]], max_bytes: int, as_list: bool, native_off: bool = False
+) -> tuple[list[tuple[str, bytes]], list[loader.TableReport]]:
+    sent: list[tuple[str, bytes]] = []
+
+    class Loader(loader.PartitionLoader):
+        def _send(self, client: Any, table: str, chunk: Any, report: Any) -> None:
+            sent.append((table, chunk.body()))
+            report.requests += 1
+
+    class Config:
+        max_bytes_per_load = max_bytes
+
+    class Client:
+        def __init__(self, _config: Any) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    plan = loader.LoadPlan(Config(), {loader.ANY_TABLE: "l"}, True, 0)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(client, "StarRocksClient", Client)
+        patch.setattr(loader, "_BLOCK_ROWS", 3)  # iterators come in lists of 3: runs cut
+        if native_off:
+            patch.setattr(loader, "_native_run", None)
+        reports = Loader(plan).load(list(loads) if as_list else iter(loads))
+    return sent, reports

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devstack.starrocks.catalog import TableSchema, parse_create_table
 from devstack.starrocks.coltypes import BAD, converter, make_column
@@ -124,3 +126,43 @@ def test_json_keys_match_columns_case_insensitively() -> None:
     res = plan.parse(json.dumps([{"ID": 7, "V": "x", "Amt": "2"}, {"id": 8}]).encode())
     assert res.filtered == 0
     assert res.rows == [(OP_UPSERT, (7, "x", "2.00", None)), (OP_UPSERT, (8, "dv", None, None))]
+
+
+_BODIES = [
+    b'[{"id":123456789012345678901}]',  # beyond 64 bits: orjson would read a double
+    b'[{"id":-9223372036854775809}]',
+    b'[{"id":1,"id":2}]',
+    b"[NaN]",
+    b'["\\ud800"]',
+    b"\xef\xbb\xbf[1]",
+    '[{"v":"é"}]'.encode("utf-16"),
+    b"[1e400]",
+    b"[00]",
+    b'{"a":1}x',
+    b"[1.7976931348623157e308, 5e-324, -0.0, 0.1]",
+]
+
+
+@pytest.mark.parametrize("body", _BODIES)
+def test_the_fast_body_parser_reads_what_the_stdlib_reads(body: bytes) -> None:
+    from devstack.starrocks.loadformat import _loads
+
+    def parsed(loads: object) -> str:
+        try:
+            return repr(loads(body))  # type: ignore[operator]
+        except ValueError as e:
+            return f"{type(e).__name__}: {e}"
+
+    assert parsed(_loads) == parsed(json.loads)
+
+
+_NUMBER = r"-?(0|[1-9][0-9]{0,23})(\.[0-9]{1,24})?([eE][-+]?[0-9]{1,3})?"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(_NUMBER, fullmatch=True))
+def test_the_fast_body_parser_reads_every_number_as_the_stdlib(number: str) -> None:
+    from devstack.starrocks.loadformat import _loads
+
+    body = f"[{number}]".encode()
+    assert repr(_loads(body)) == repr(json.loads(body))

@@ -23,7 +23,14 @@ def test_encoded_rows_are_utf8_json():
 
 
 @pytest.mark.parametrize(
-    ("op", "row"), [("MERGE", "{}"), ("UPSERT", "[1]"), ("UPSERT", "{bad"), ("UPSERT", None)]
+    ("op", "row"),
+    [
+        ("MERGE", "{}"),
+        ("UPSERT", "[1]"),
+        ("UPSERT", "{bad"),
+        ("UPSERT", None),
+        ("UPSERT", '{"s": "\ud800"}'),  # a lone surrogate: no UTF-8 form to send
+    ],
 )
 def test_bad_rows_are_terminal_and_name_where(op, row):
     with pytest.raises(InvalidRequestError, match="table=orders topic=t partition=3 txn_id=x"):

@@ -14,13 +14,16 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 /// `assembler.buffer.HEADER_SIZE`: what `max-txn-bytes` counts per DATA event besides its text.
 const HEADER_SIZE: usize = 17;
+/// `len(assembler.output.OUTPUT_FIELDS)`.
+const OUTPUT_FIELDS: usize = 15;
 /// Database and table names are stored with 16-bit lengths in the state buffer.
 const MAX_NAME_BYTES: usize = 0xFFFF;
 
@@ -31,9 +34,15 @@ struct Event<'a> {
     txn_id: Cow<'a, str>,
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
+    // Borrowed from the record's bytes unless escaped (serde makes an Option's Cow owned
+    // without `borrow`).
+    #[serde(borrow)]
     database: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     table: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     op: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     row: Option<Cow<'a, str>>,
     source_ts_ms: Option<i64>,
     event_count: Option<i64>,
@@ -124,9 +133,8 @@ struct JsonTxnScanner {
     max_bytes: i64,
     /// `Targets.problem(database, table)`, or `None` when DATA may target any table.
     targets: Option<PyObject>,
-    /// `assembler.output.OutputRow`, built with `tuple.__new__` (no Python frame per row).
+    /// `assembler.output.OutputRow`: its rows are allocated here (`JsonTxnScanner::output_row`).
     output_row: PyObject,
-    tuple_new: PyObject,
     kind_row: Py<PyString>,
     op_names: [Py<PyString>; 2],
 }
@@ -142,13 +150,22 @@ impl JsonTxnScanner {
         targets: Option<PyObject>,
         output_row: PyObject,
     ) -> PyResult<Self> {
-        let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?.unbind();
+        let is_row_type = output_row
+            .bind(py)
+            .downcast::<PyType>()
+            .map(|t| t.is_subclass_of::<PyTuple>())
+            .unwrap_or(Ok(false))?;
+        let fields = output_row.bind(py).getattr("_fields").and_then(|f| f.len());
+        if !is_row_type || fields.ok() != Some(OUTPUT_FIELDS) {
+            return Err(PyValueError::new_err(
+                "output_row must be assembler.output.OutputRow (a named tuple of 15 fields)",
+            ));
+        }
         Ok(Self {
             max_rows,
             max_bytes,
             targets,
             output_row,
-            tuple_new,
             kind_row: PyString::intern(py, "ROW").unbind(),
             op_names: [
                 PyString::intern(py, "UPSERT").unbind(),
@@ -339,36 +356,63 @@ impl JsonTxnScanner {
         let first = txn.first_offset.into_pyobject(py)?;
         let end = txn.end_offset.into_pyobject(py)?;
         let ts = txn.source_ts_ms.into_pyobject(py)?;
-        let output_row = self.output_row.bind(py);
-        let tuple_new = self.tuple_new.bind(py);
         for (n, data) in txn.rows.iter().enumerate() {
             let database = name(py, names, &data.database);
             let table = name(py, names, &data.table);
-            let fields = PyTuple::new(
-                py,
-                [
-                    self.kind_row.bind(py).clone().into_any(),
-                    topic.clone().into_any(),
-                    partition.clone().into_any(),
-                    txn_id.clone().into_any(),
-                    seq.clone().into_any(),
-                    n.into_pyobject(py)?.into_any(),
-                    database.into_any(),
-                    table.into_any(),
-                    self.op_names[data.op].bind(py).clone().into_any(),
-                    PyString::new(py, &data.row).into_any(),
-                    pyo3::types::PyBool::new(py, n == last)
-                        .to_owned()
-                        .into_any(),
-                    first.clone().into_any(),
-                    end.clone().into_any(),
-                    ts.clone().into_any(),
-                    py.None().into_bound(py),
-                ],
-            )?;
-            out.append(tuple_new.call1((output_row, fields))?)?;
+            let fields = [
+                self.kind_row.bind(py).clone().into_any(),
+                topic.clone().into_any(),
+                partition.clone().into_any(),
+                txn_id.clone().into_any(),
+                seq.clone().into_any(),
+                n.into_pyobject(py)?.into_any(),
+                database.into_any(),
+                table.into_any(),
+                self.op_names[data.op].bind(py).clone().into_any(),
+                PyString::new(py, &data.row).into_any(),
+                pyo3::types::PyBool::new(py, n == last)
+                    .to_owned()
+                    .into_any(),
+                first.clone().into_any(),
+                end.clone().into_any(),
+                ts.clone().into_any(),
+                py.None().into_bound(py),
+            ];
+            out.append(self.output_row(py, fields)?)?;
         }
         Ok(())
+    }
+
+    /// An `OutputRow` of `fields`, made as `tuple.__new__(OutputRow, fields)` makes it (the
+    /// type's allocator, then the items) without the intermediate tuple and the call.
+    fn output_row<'py>(
+        &self,
+        py: Python<'py>,
+        fields: [Bound<'py, PyAny>; OUTPUT_FIELDS],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let tp = self.output_row.as_ptr().cast::<ffi::PyTypeObject>();
+        // SAFETY: `output_row` is a tuple subclass (checked in `new`); its allocator returns
+        // a new, GC-tracked tuple of OUTPUT_FIELDS empty items, each set once below, and
+        // `PyTuple_SetItem` steals the item's reference.
+        unsafe {
+            let slot = ffi::PyType_GetSlot(tp, ffi::Py_tp_alloc);
+            let alloc: ffi::allocfunc = if slot.is_null() {
+                ffi::PyType_GenericAlloc
+            } else {
+                std::mem::transmute::<*mut std::ffi::c_void, ffi::allocfunc>(slot)
+            };
+            let obj = alloc(tp, OUTPUT_FIELDS as ffi::Py_ssize_t);
+            if obj.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            let row = Bound::from_owned_ptr(py, obj);
+            for (k, field) in fields.into_iter().enumerate() {
+                if ffi::PyTuple_SetItem(obj, k as ffi::Py_ssize_t, field.into_ptr()) != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+            Ok(row)
+        }
     }
 }
 

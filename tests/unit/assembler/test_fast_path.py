@@ -52,6 +52,20 @@ def _scan(asm_settings: AssemblerSettings) -> Any:
     return asm._scan
 
 
+def test_the_scanner_makes_output_rows_of_the_output_row_type_only() -> None:
+    module = native.native_module()
+    assert module is not None
+    for wrong in (tuple, int, "OutputRow"):
+        with pytest.raises(ValueError, match="OutputRow"):
+            module.JsonTxnScanner(10, 1000, None, wrong)
+    out: list[OutputRow] = []
+    scanner = module.JsonTxnScanner(10, 1000, None, OutputRow)
+    scanner.scan(records(txn("a", 2)), 0, -1, 0, TOPIC, 0, out)
+    assert [type(row) for row in out] == [OutputRow, OutputRow]
+    assert out[1].row_seq == 1
+    assert out[1].is_txn_end
+
+
 def test_the_scanner_takes_whole_transactions_and_stops_at_an_open_one() -> None:
     recs = records([*txn("a", 3), *txn("b", 0), *txn("c", 2), *txn("d", 2)[:2]], start=10)
     out: list[OutputRow] = []

@@ -8,14 +8,11 @@ guarantee real StarRocks gives per statement.
 
 Writes are serialised by one lock around one connection; loads never touch SQLite (they are
 buffered in memory by :mod:`.txns`), so the lock is only held for commits, DDL and metadata.
-A second connection copies the WAL into the database file on a thread of its own
-(:class:`_Checkpointer`), so that no commit pays for it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -25,8 +22,6 @@ from typing import Any
 
 from devstack.starrocks.catalog import CreateTable, TableSchema, quote_ident
 from devstack.starrocks.errors import SqlError
-
-log = logging.getLogger(__name__)
 
 OP_UPSERT = 0
 OP_DELETE = 1
@@ -100,10 +95,6 @@ class Storage:
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute("PRAGMA busy_timeout = 10000")
         self._conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: large commits stay in memory
-        # SQLite's own checkpoint runs inside the COMMIT that fills the WAL past 1,000 pages:
-        # 35-75 ms of every other 25,000-row commit, on the loading client's wait.
-        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
-        self._checkpoints = _Checkpointer(self.path)
         for ddl in _META_DDL:
             self._conn.execute(ddl)
         self.databases: dict[str, int] = dict(
@@ -115,7 +106,6 @@ class Storage:
 
     def close(self) -> None:
         """Close the write connection."""
-        self._checkpoints.close()
         with self.lock:
             self._conn.close()
 
@@ -213,7 +203,6 @@ class Storage:
                 msg = f"Unknown table '{db}.{name}'"
                 raise SqlError(msg, 1051)
             self._conn.execute(f"DELETE FROM {schema.sqlite_name}")
-        self._checkpoints.poke()
 
     def execute_write(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one already-rewritten DML statement (query-port INSERT/UPDATE/DELETE)."""
@@ -222,8 +211,7 @@ class Storage:
                 cur = self._conn.execute(sql, params)
             except sqlite3.Error as e:
                 raise SqlError(str(e), 1064) from e
-        self._checkpoints.poke()
-        return cur.rowcount
+            return cur.rowcount
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -251,7 +239,6 @@ class Storage:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-        self._checkpoints.poke()
 
     def save_txn(self, txn_meta: dict[str, Any], rows: Iterable[TableRows] | None = None) -> None:
         """Persist a txn's metadata; with ``rows``, also its buffered rows (PREPARED txns)."""
@@ -276,7 +263,6 @@ class Storage:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-        self._checkpoints.poke()
 
     def delete_txns(self, txn_ids: Sequence[int]) -> None:
         """Forget expired labels."""
@@ -310,44 +296,6 @@ class Storage:
             "INSERT OR REPLACE INTO _emu_txns VALUES (?, ?)",
             (txn_meta["txn_id"], json.dumps(txn_meta)),
         )
-
-
-class _Checkpointer:
-    """WAL checkpoints on a thread of their own, at most every ``interval_s``.
-
-    PASSIVE: it copies what is committed and waits for no reader or writer, so a commit
-    never waits for it (SQLite's design for a checkpointing connection beside the writer).
-    """
-
-    def __init__(self, path: Path, interval_s: float = 0.5) -> None:
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._interval_s = interval_s
-        self._wake = threading.Event()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="wal-checkpoint", daemon=True)
-        self._thread.start()
-
-    def poke(self) -> None:
-        """There are new commits to copy."""
-        self._wake.set()
-
-    def close(self) -> None:
-        self._stopped.set()
-        self._wake.set()
-        self._thread.join(timeout=10)
-        self._conn.close()
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopped.is_set():
-                return
-            try:
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:
-                log.exception("WAL checkpoint failed (the next one retries)")
-            self._stopped.wait(self._interval_s)
 
 
 def _apply(conn: sqlite3.Connection, schema: TableSchema, rows: Sequence[OpRow]) -> None:

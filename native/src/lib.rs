@@ -476,9 +476,9 @@ impl<'de> Deserialize<'de> for TopLevel {
     }
 }
 
-/// `"__op":N` and the row's text after its `{`, or `None` where the loader must decide (not a
-/// JSON object, an escaped surrogate, the row's own `__op`, an unknown op code). The part
-/// is `prefix` + (`,` + `rest` unless the object is empty) + `}` where empty.
+/// The spliced row as two slices, `head` + `tail`: `{"__op":N,` and the row's text after its
+/// `{`, or `{"__op":N` and `}` for an empty object. `None` where the loader must decide (not a
+/// JSON object, an escaped surrogate, the row's own `__op`, an unknown op code).
 fn splice(op: u8, row: &str) -> Option<(&'static [u8], &[u8])> {
     if op > 1 || !looks_like_object(row.as_bytes()) || has_surrogate_escape(row.as_bytes()) {
         return None;
@@ -487,32 +487,15 @@ fn splice(op: u8, row: &str) -> Option<(&'static [u8], &[u8])> {
     if top.has_op {
         return None;
     }
-    let prefix: &'static [u8] = if op == 0 {
-        b"{\"__op\":0"
-    } else {
-        b"{\"__op\":1"
-    };
+    const HEADS: [[&[u8]; 2]; 2] = [
+        [b"{\"__op\":0,", b"{\"__op\":0"],
+        [b"{\"__op\":1,", b"{\"__op\":1"],
+    ];
     if top.empty {
-        return Some((prefix, b""));
+        return Some((HEADS[op as usize][1], b"}"));
     }
     let brace = row.find('{')?;
-    Some((prefix, &row.as_bytes()[brace + 1..]))
-}
-
-/// The length of a spliced part.
-fn part_len(prefix: &[u8], rest: &[u8]) -> usize {
-    prefix.len() + 1 + rest.len()
-}
-
-/// Append a spliced part to `buf`.
-fn put_part(buf: &mut Vec<u8>, prefix: &[u8], rest: &[u8]) {
-    buf.extend_from_slice(prefix);
-    if rest.is_empty() {
-        buf.push(b'}');
-    } else {
-        buf.push(b',');
-        buf.extend_from_slice(rest);
-    }
+    Some((HEADS[op as usize][0], &row.as_bytes()[brace + 1..]))
 }
 
 /// `sinks.starrocks.loader.encode_row` where it is a splice: the row's own text with
@@ -525,12 +508,10 @@ fn encode_row<'py>(
 ) -> Option<Bound<'py, PyBytes>> {
     // A str with a lone surrogate has no UTF-8 form: the loader words that error.
     let text = row.to_str().ok()?;
-    let (prefix, rest) = splice(op, text)?;
-    PyBytes::new_with(py, part_len(prefix, rest), |buf| {
-        let (head, tail) = buf.split_at_mut(prefix.len());
-        head.copy_from_slice(prefix);
-        tail[0] = if rest.is_empty() { b'}' } else { b',' };
-        tail[1..].copy_from_slice(rest);
+    let (head, tail) = splice(op, text)?;
+    PyBytes::new_with(py, head.len() + tail.len(), |buf| {
+        buf[..head.len()].copy_from_slice(head);
+        buf[head.len()..].copy_from_slice(tail);
         Ok(())
     })
     .ok()
@@ -595,17 +576,18 @@ fn encode_run<'py>(
         let Ok(text) = row.to_str() else {
             break;
         };
-        let Some((prefix, rest)) = splice(code, text) else {
+        let Some((head, tail)) = splice(code, text) else {
             break;
         };
-        let len = part_len(prefix, rest);
+        let len = head.len() + tail.len();
         if (has_parts || i > start) && size + len + 1 > max_bytes {
             break;
         }
         if i > start {
             buf.push(b',');
         }
-        put_part(&mut buf, prefix, rest);
+        buf.extend_from_slice(head);
+        buf.extend_from_slice(tail);
         size += len + 1;
         i += 1;
     }

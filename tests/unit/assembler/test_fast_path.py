@@ -110,6 +110,10 @@ def test_the_scanner_takes_whole_transactions_and_stops_at_an_open_one() -> None
             "float",
         ),
         (b"\xff", "not UTF-8"),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}","x":"\xff"}',
+            "not UTF-8 in a field the scanner ignores",
+        ),
         (None, "tombstone"),
     ],
 )
@@ -193,6 +197,9 @@ def _data_value(rnd: random.Random, txn_id: str) -> bytes:
     text = json.dumps(event, ensure_ascii=rnd.random() < 0.5)
     if rnd.random() < 0.05:
         text = text.replace('"type"', '"type": "DATA", "type"', 1)  # a duplicate field
+    if rnd.random() < 0.05:  # invalid UTF-8 (0xff) in a field nobody reads
+        text = text.replace('"type"', '"note": "\udcff", "type"', 1)
+        return text.encode(errors="surrogateescape")
     return text.encode()
 
 

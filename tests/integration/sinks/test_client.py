@@ -168,3 +168,37 @@ def test_failover_to_the_next_fe_address(sr):
     cfg["load-url"] = f"127.0.0.1:1,{sr.host}:{sr.fe_port}"
     c = StarRocksClient(StarRocksSinkConfig.from_options(cfg))
     assert c.get_load_state("nothing") is LoadState.UNKNOWN
+
+
+def test_a_netrc_entry_for_the_host_does_not_replace_the_configured_credentials(
+    sr, tmp_path, monkeypatch
+):
+    # requests reads ~/.netrc for a request without its own auth, and its entry would
+    # overwrite the Authorization header the client sets from username/password.
+    netrc = tmp_path / ".netrc"
+    netrc.write_text(f"machine {sr.host} login intruder password wrong\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(netrc))
+    c = client(sr)
+    c.begin("netrc-1", multi=True, timeout_s=30)
+    c.load(
+        "netrc-1",
+        "orders",
+        b'[{"order_id":7,"item_count":0,"total_amount":0,"version":1,"__op":0}]',
+        multi=True,
+    )
+    c.commit("netrc-1", multi=True)
+    assert sr.sql(f"SELECT order_id FROM {DB}.orders") == [(7,)]
+
+
+def test_proxies_from_the_environment_still_apply(sr, monkeypatch):
+    # Read once per origin now, not by requests per call: a proxy that does not exist makes
+    # the call fail, so it was used; no_proxy for the host makes it pass again.
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with pytest.raises(errs.StarRocksError):
+        client(sr, **{"sink.max-retries": "0"}).begin("proxy-1", multi=True)
+    monkeypatch.setenv("NO_PROXY", sr.host)
+    client(sr).begin("proxy-2", multi=True)

@@ -11,13 +11,15 @@ a few keys per source partition, whatever the batch's size.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.progress import BatchStats
-from assembler.output import KIND_ROW
+from assembler.output import KIND_ROW, OUTPUT_FIELDS
+from common.native import native_module
 from sinks.base import TargetStats, merge_target_stats
 
 if TYPE_CHECKING:
@@ -25,6 +27,14 @@ if TYPE_CHECKING:
 
 # The violation is the reason's first word ("txn-timeout: ...").
 _VIOLATION = re.compile(r"[A-Za-z-]+")
+
+_OUTPUT_NAMES = [name for name, _ in OUTPUT_FIELDS]
+
+#: ``txncdc_native.count_rows``: :meth:`BatchCounter.count_outputs` of ROW rows in one call;
+#: ``None`` where a row needs the loop below (common/native.py).
+_native_count: Callable[[list[Any], str, bool], list[tuple[Any, ...]] | None] | None = getattr(
+    native_module(), "count_rows", None
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,17 @@ class BatchCounter:
         """Partial counts of one Arrow batch (executor)."""
         values = [batch.column(name).to_pylist() for name in self.columns]
         return self.count(zip(*values, strict=True))
+
+    def count_outputs(self, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        """:meth:`count` of output rows (``OUTPUT_FIELDS``, dead letters already aimed)."""
+        if _native_count is not None and isinstance(rows, list):
+            counted = _native_count(rows, KIND_ROW, self.source_times)
+            if counted is not None:
+                return [
+                    _tally_row(topic, partition, database, table, KIND_ROW, None, None, group)
+                    for topic, partition, database, table, *group in counted
+                ]
+        return self.count(map(_OUTPUT_COUNTED, rows))
 
     def count(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
         """Partial counts of rows given as tuples of :attr:`columns` (executor)."""
@@ -100,23 +121,49 @@ class BatchCounter:
                 if source_times and ts is not None:
                     group[5].extend([ts] * n)
         return [
-            {
-                "topic": key[0],
-                "partition": key[1],
-                "database": key[2],
-                "table": key[3],
-                "kind": key[4],
-                "rejected_txn": key[5],
-                "violation": key[6],
-                "_ts_rows": rows_,
-                "_ts_last_offset": last_offset,
-                "_ts_last_txn_id": last_txn,
-                "_ts_sample_txn_id": sample,
-                "txns": txns,
-                "source_ts": times,
-            }
-            for key, (rows_, last_offset, last_txn, sample, txns, times) in groups.items()
+            _tally_row(topic, partition, database, table, kind, rejected, violation, group)
+            for (
+                topic,
+                partition,
+                database,
+                table,
+                kind,
+                rejected,
+                violation,
+            ), group in groups.items()
         ]
+
+
+# Output-row positions of BatchCounter.columns, in that order.
+_OUTPUT_COUNTED = itemgetter(*(_OUTPUT_NAMES.index(name) for name in BatchCounter.columns))
+
+
+def _tally_row(
+    topic: Any,
+    partition: Any,
+    database: Any,
+    table: Any,
+    kind: Any,
+    rejected_txn: Any,
+    violation: Any,
+    group: Sequence[Any],
+) -> dict[str, Any]:
+    rows, last_offset, last_txn, sample, txns, times = group
+    return {
+        "topic": topic,
+        "partition": partition,
+        "database": database,
+        "table": table,
+        "kind": kind,
+        "rejected_txn": rejected_txn,
+        "violation": violation,
+        "_ts_rows": rows,
+        "_ts_last_offset": last_offset,
+        "_ts_last_txn_id": last_txn,
+        "_ts_sample_txn_id": sample,
+        "txns": txns,
+        "source_ts": times,
+    }
 
 
 def batch_stats(

@@ -29,10 +29,6 @@ _KIND, _TOPIC, _PARTITION, _TXN_ID, _TXN_SEQ, _ROW_SEQ, _DATABASE, _TABLE, _OP, 
 _END, _FIRST, _LAST, _SOURCE_TS, _REASON = range(10, 15)
 # What the loader reads: (table, op, row, topic, partition, txn_id).
 _LOADED = itemgetter(_TABLE, _OP, _ROW, _TOPIC, _PARTITION, _TXN_ID)
-# What the counter reads (BatchCounter.columns).
-_COUNTED = itemgetter(
-    _TOPIC, _PARTITION, _DATABASE, _TABLE, _KIND, _END, _FIRST, _LAST, _TXN_ID, _REASON, _SOURCE_TS
-)
 _BY_TABLE = itemgetter(0)
 
 
@@ -61,7 +57,7 @@ class LoadInTask:
         loads = list(map(_LOADED, rows))
         # Stable: each partition's rows keep the assembler's (txn_seq, row_seq) order.
         loads.sort(key=_BY_TABLE)
-        return self.loader(loads, self.counter.count(map(_COUNTED, rows)))
+        return self.loader(loads, self.counter.count_outputs(rows))
 
     def sink_row(self, out: Sequence[Any]) -> tuple[Any, ...]:
         """A REJECT output row aimed at the dead-letter table (``to_sink_rows`` in Spark)."""

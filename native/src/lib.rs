@@ -598,6 +598,138 @@ fn encode_run<'py>(
     Ok((i, PyBytes::new(py, &buf), size))
 }
 
+/// Positions in an `OutputRow` (`assembler.output.OUTPUT_FIELDS`) that the counter reads.
+const KIND: usize = 0;
+const TOPIC: usize = 1;
+const PARTITION: usize = 2;
+const TXN_ID: usize = 3;
+const DATABASE: usize = 6;
+const TABLE: usize = 7;
+const IS_TXN_END: usize = 10;
+const LAST_OFFSET: usize = 12;
+const SOURCE_TS: usize = 13;
+
+/// The counts of one (topic, partition, database, table): `app/batch_count.py`'s group list.
+struct Tally<'py> {
+    key: [Bound<'py, PyAny>; 4],
+    rows: i64,
+    last_offset: Bound<'py, PyAny>,
+    last_txn_id: Bound<'py, PyAny>,
+    sample_txn_id: Bound<'py, PyAny>,
+    txns: i64,
+    source_ts: Vec<Bound<'py, PyAny>>,
+}
+
+/// Python's `a == b` with its identity shortcut, as a dict's key lookup and `==` of tuples do.
+fn same(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(a.is(b) || a.eq(b)?)
+}
+
+/// `BatchCounter.count` of output rows whose kind is all `kind_row`: per (topic, partition,
+/// database, table), in the order first seen, `(topic, partition, database, table, rows, last
+/// offset, its txn_id, smallest txn_id, transactions, source times)`. `None` when a row is
+/// another kind or not a tuple of `OUTPUT_FIELDS` (a REJECT is keyed by its reason's first
+/// word): the Python loop counts the rows then.
+#[pyfunction]
+fn count_rows<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyList>,
+    kind_row: &Bound<'py, PyString>,
+    source_times: bool,
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    let none = py.None().into_bound(py);
+    let mut tallies: Vec<Tally<'py>> = Vec::new();
+    let mut at = 0usize; // the tally of the row before: rows come in runs of one key
+    for item in rows.iter() {
+        let Ok(row) = item.downcast::<PyTuple>() else {
+            return Ok(None);
+        };
+        if row.len() != OUTPUT_FIELDS || !same(&row.get_item(KIND)?, kind_row.as_any())? {
+            return Ok(None);
+        }
+        let key = [
+            row.get_item(TOPIC)?,
+            row.get_item(PARTITION)?,
+            row.get_item(DATABASE)?,
+            row.get_item(TABLE)?,
+        ];
+        let is_key = |t: &Tally<'py>| -> PyResult<bool> {
+            for (a, b) in t.key.iter().zip(key.iter()) {
+                if !same(a, b)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        if at >= tallies.len() || !is_key(&tallies[at])? {
+            let mut found = None;
+            for (k, t) in tallies.iter().enumerate() {
+                if is_key(t)? {
+                    found = Some(k);
+                    break;
+                }
+            }
+            at = match found {
+                Some(k) => k,
+                None => {
+                    tallies.push(Tally {
+                        key,
+                        rows: 0,
+                        last_offset: none.clone(),
+                        last_txn_id: none.clone(),
+                        sample_txn_id: none.clone(),
+                        txns: 0,
+                        source_ts: Vec::new(),
+                    });
+                    tallies.len() - 1
+                }
+            };
+        }
+        let tally = &mut tallies[at];
+        tally.rows += 1;
+        let txn_id = row.get_item(TXN_ID)?;
+        let last = row.get_item(LAST_OFFSET)?;
+        if !last.is_none()
+            && (tally.last_offset.is_none()
+                || (!last.is(&tally.last_offset) && last.gt(&tally.last_offset)?))
+        {
+            tally.last_offset = last;
+            tally.last_txn_id = txn_id.clone();
+        }
+        if !txn_id.is_none()
+            && (tally.sample_txn_id.is_none()
+                || (!txn_id.is(&tally.sample_txn_id) && txn_id.lt(&tally.sample_txn_id)?))
+        {
+            tally.sample_txn_id = txn_id;
+        }
+        if row.get_item(IS_TXN_END)?.is_truthy()? {
+            tally.txns += 1;
+            let ts = row.get_item(SOURCE_TS)?;
+            if source_times && !ts.is_none() {
+                tally.source_ts.push(ts);
+            }
+        }
+    }
+    let out = PyList::empty(py);
+    for t in tallies {
+        let [topic, partition, database, table] = t.key;
+        let fields = [
+            topic,
+            partition,
+            database,
+            table,
+            t.rows.into_pyobject(py)?.into_any(),
+            t.last_offset,
+            t.last_txn_id,
+            t.sample_txn_id,
+            t.txns.into_pyobject(py)?.into_any(),
+            PyList::new(py, t.source_ts)?.into_any(),
+        ];
+        out.append(PyTuple::new(py, fields)?)?;
+    }
+    Ok(Some(out))
+}
+
 /// One Python string per distinct database or table name in a call.
 fn name<'py>(
     py: Python<'py>,
@@ -617,5 +749,6 @@ fn txncdc_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JsonTxnScanner>()?;
     m.add_function(wrap_pyfunction!(encode_row, m)?)?;
     m.add_function(wrap_pyfunction!(encode_run, m)?)?;
+    m.add_function(wrap_pyfunction!(count_rows, m)?)?;
     Ok(())
 }

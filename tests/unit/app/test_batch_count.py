@@ -6,8 +6,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from app.batch_count import BatchCounter, batch_stats
+from app.batch_count import _OUTPUT_COUNTED, BatchCounter, batch_stats
+from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
+from common.native import native_module
 from sinks.base import TargetStats
 
 pytestmark = pytest.mark.unit
@@ -83,3 +87,54 @@ def test_source_times_only_when_asked() -> None:
     batch = pa.RecordBatch.from_pylist([{c: ROWS[1][c] for c in counter.columns}])
     stats, _ = batch_stats(counter(batch), 0, dead_letters_to_sink=True)
     assert (stats.transactions, stats.source_ts_ms) == (1, [])
+
+
+# -- the native count of output rows ------------------------------------------------------------
+
+_TXN_IDS = ["t1", "t2", "t10", "é", None]
+
+
+@st.composite
+def _output_rows(draw: st.DrawFn) -> list[OutputRow]:
+    rows = []
+    for _ in range(draw(st.integers(0, 40))):
+        run = draw(st.integers(1, 4))  # rows come in runs of one transaction and table
+        topic = draw(st.sampled_from(["a", "b"]))
+        partition = draw(st.integers(0, 2))
+        txn_id = draw(st.sampled_from(_TXN_IDS))
+        table = draw(st.sampled_from(["orders", "items", "dead"]))
+        last = draw(st.one_of(st.none(), st.integers(0, 2**70)))
+        ts = draw(st.one_of(st.none(), st.integers(0, 9)))
+        kind = draw(st.sampled_from([KIND_ROW] * 15 + [KIND_REJECT]))
+        for k in range(run):
+            end: Any = draw(st.sampled_from([k == run - 1, 0, 1, None]))  # truthy or not
+            rows.append(
+                OutputRow(
+                    kind, topic, partition, txn_id, 1, k, "shop", table, "UPSERT", "{}",
+                    end, 0, last, ts, None if kind == KIND_ROW else "txn-timeout: x",
+                )
+            )  # fmt: skip
+    return rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(_output_rows(), st.booleans())
+def test_the_native_count_of_output_rows_counts_as_the_loop_does(
+    rows: list[OutputRow], source_times: bool
+) -> None:
+    counter = BatchCounter(dead_letters_to_sink=True, source_times=source_times)
+    assert counter.count_outputs(rows) == counter.count(map(_OUTPUT_COUNTED, rows))
+
+
+def test_the_native_count_takes_rows_and_leaves_rejects_to_the_loop() -> None:
+    count_rows = getattr(native_module(), "count_rows", None)
+    assert count_rows is not None, "make setup installs the native module"
+    row = OutputRow(
+        KIND_ROW, "a", 0, "t", 1, 0, "shop", "orders", "UPSERT", "{}", True, 0, 5, 9, None
+    )
+    assert count_rows([row, row], KIND_ROW, True) == [
+        ("a", 0, "shop", "orders", 2, 5, "t", "t", 2, [9, 9])
+    ]
+    reject = row._replace(kind=KIND_REJECT, reason="txn-timeout: x")
+    assert count_rows([row, reject], KIND_ROW, True) is None
+    assert count_rows([("not", "an", "output", "row")], KIND_ROW, True) is None

@@ -75,10 +75,7 @@ class BatchCounter:
         if _native_count is not None and isinstance(rows, list):
             counted = _native_count(rows, KIND_ROW, self.source_times)
             if counted is not None:
-                return [
-                    _tally_row(topic, partition, database, table, KIND_ROW, None, None, group)
-                    for topic, partition, database, table, *group in counted
-                ]
+                return [_tally_row((*row[:4], KIND_ROW, None, None), row[4:]) for row in counted]
         return self.count(map(_OUTPUT_COUNTED, rows))
 
     def count(self, rows: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
@@ -120,34 +117,16 @@ class BatchCounter:
                 group[4] += n
                 if source_times and ts is not None:
                     group[5].extend([ts] * n)
-        return [
-            _tally_row(topic, partition, database, table, kind, rejected, violation, group)
-            for (
-                topic,
-                partition,
-                database,
-                table,
-                kind,
-                rejected,
-                violation,
-            ), group in groups.items()
-        ]
+        return [_tally_row(key, group) for key, group in groups.items()]
 
 
 # Output-row positions of BatchCounter.columns, in that order.
 _OUTPUT_COUNTED = itemgetter(*(_OUTPUT_NAMES.index(name) for name in BatchCounter.columns))
 
 
-def _tally_row(
-    topic: Any,
-    partition: Any,
-    database: Any,
-    table: Any,
-    kind: Any,
-    rejected_txn: Any,
-    violation: Any,
-    group: Sequence[Any],
-) -> dict[str, Any]:
+def _tally_row(key: Sequence[Any], group: Sequence[Any]) -> dict[str, Any]:
+    """A tally row from a count's key and its group list."""
+    topic, partition, database, table, kind, rejected_txn, violation = key
     rows, last_offset, last_txn, sample, txns, times = group
     return {
         "topic": topic,

@@ -69,6 +69,13 @@ def spark_conf() -> dict[str, str]:
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
+            # The queries measured here share one Kafka consumer cache, and Spark's pool walks
+            # every cached consumer on each borrow (~3 µs each): a stopped query's 64 idle
+            # consumers cost each later 64-partition query ~12 ms a batch (docs/benchmarks.md).
+            # The app runs one query. Here a stopped query's consumers leave within seconds; a
+            # running query's stay, as it borrows them every batch.
+            "spark.kafka.consumer.cache.timeout": "3s",
+            "spark.kafka.consumer.cache.evictorThreadRunInterval": "1s",
             # Spark's Kafka connector, resolved by `make setup` (jvm/spark-kafka/pom.xml).
             "spark.jars": spark_jars_conf(),
         }

@@ -126,7 +126,12 @@ CEILING_QUERIES = (
     "passthrough",
     "pipeline_load_job",
     "pipeline",
+    "pipeline_writes_off",
 )
+#: A diagnostic, not a target: the pipeline with the emulator dropping the data table's rows at
+#: commit (``EmulatorControl.discard_rows``). StarRocks writes them on its own nodes; the
+#: stand-in writes them in SQLite on the two cores under test, in the batch's serial commit.
+WRITES_OFF = "pipeline_writes_off"
 #: The pipeline as it loaded before tasks loaded what they assemble (``sink.load-in-task``).
 LOAD_JOB = ["starrocks.sink.load-in-task=false"]
 # Rough seconds of each step at full sizes on a quiet 2-core machine: the ETA's weights
@@ -143,6 +148,7 @@ STEP_WEIGHTS = {
     "passthrough": 11.0,
     "pipeline_load_job": 16.0,
     "pipeline": 14.0,
+    "pipeline_writes_off": 12.0,
     "assembler": 60.0,
     "sweeps": 150.0,
     "latency": 100.0,
@@ -260,6 +266,19 @@ class Bench:
 
         create_tables(self.stack)
 
+    def measure_ceiling(self, q: Any, name: str, start: Any, kw: dict[str, Any]) -> Any:
+        """One ceiling query's run; ``WRITES_OFF`` with the emulator dropping the data rows."""
+        if name != WRITES_OFF:
+            return q.measure(name, start, **kw)
+        from benchmarks.workload import DATABASE, TABLE
+
+        control = self.stack.emulator.control
+        control.discard_rows([f"{DATABASE}.{TABLE}"])
+        try:
+            return q.measure(name, start, **kw)
+        finally:
+            control.discard_rows([])
+
     def truncate(self) -> None:
         from benchmarks.workload import DATABASE, TABLE
 
@@ -368,7 +387,7 @@ class Bench:
                 self.step(_round_label(f"{name} ({SOURCE})", r, s.ceiling_rounds))
                 if name in ("passthrough", "pipeline_load_job", "pipeline"):
                     self.truncate()
-                run = q.measure(name, plan(name), **kw)
+                run = self.measure_ceiling(q, name, plan(name), kw)
                 rounds[name].append(run.as_dict())
                 log(
                     f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, "
@@ -730,6 +749,20 @@ def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
         "ratios_cpu": ratios_cpu,
         "round_ratios": round_ratios,
         "assembler_bounds": bounds,
+        "writes_off": _writes_off_over_bare(runs),
+    }
+
+
+def _writes_off_over_bare(runs: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline with the stand-in's writes off over bare: its ratio and each round's."""
+    off, bare = runs.get(WRITES_OFF) or {}, runs.get("bare_stateful") or {}
+    if not (off.get("rows_per_s") and bare.get("rows_per_s")):
+        return {}
+    rounds = (off.get("rounds_rows_per_s") or [], bare.get("rounds_rows_per_s") or [])
+    pairs = zip(*rounds, strict=True)
+    return {
+        "ratio": off["rows_per_s"] / bare["rows_per_s"],
+        "rounds": [o / b for o, b in pairs if b],
     }
 
 

@@ -5,6 +5,7 @@ Tests arm faults through it; each method maps to one JSON call documented in the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import requests
@@ -80,6 +81,14 @@ class EmulatorControl:
     def reset(self) -> None:
         """Disarm every fault."""
         self._post("reset-faults")
+
+    def discard_rows(self, tables: Sequence[str]) -> None:
+        """Commits drop these tables' rows (``db.table``) unwritten; ``[]`` writes all again.
+
+        A benchmark knob, not StarRocks behaviour: it takes the SQLite writes that StarRocks
+        would do on its own nodes off the machine under test. Transactions are unchanged.
+        """
+        self._post("discard", {"tables": list(tables)})
 
     def restart(self) -> None:
         """Simulate an FE+BE restart: BE contexts dropped, running multi-table txns cancelled."""

@@ -323,6 +323,17 @@ class _Handler(BaseHTTPRequestHandler):
         if what == "reset-faults" and method == "POST":
             emu.faults.reset()
             return Reply({"ok": True}, "fe")
+        if what == "discard" and method == "POST":
+            try:
+                names = json.loads(body or b"{}")["tables"]
+                pairs = [str(name).split(".") for name in names] if isinstance(names, list) else []
+                if not isinstance(names, list) or any(len(p) != 2 or not all(p) for p in pairs):
+                    msg = f"tables must be a list of 'db.table' names, not {names!r}"
+                    raise ValueError(msg)
+            except (ValueError, TypeError, KeyError) as e:
+                return Reply({"ok": False, "error": str(e)}, "fe", 400)
+            emu.storage.discard_rows((db, table) for db, table in pairs)
+            return Reply({"ok": True}, "fe")
         if what == "restart" and method == "POST":
             emu.txns.restart()
             return Reply({"ok": True}, "fe")

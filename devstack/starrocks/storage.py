@@ -101,6 +101,8 @@ class Storage:
             self._conn.execute("SELECT name, id FROM _emu_databases").fetchall()
         )
         self.tables: dict[tuple[str, str], TableSchema] = {}
+        # Tables whose committed rows are dropped instead of written (``discard_rows``).
+        self.discarded: frozenset[tuple[str, str]] = frozenset()
         for db, name, schema in self._conn.execute("SELECT db, name, schema FROM _emu_tables"):
             self.tables[(db, name)] = TableSchema.from_json(db, name, json.loads(schema))
 
@@ -215,6 +217,16 @@ class Storage:
 
     # -- transactions ----------------------------------------------------------------------
 
+    def discard_rows(self, tables: Iterable[tuple[str, str]]) -> None:
+        """From now on, commits drop the rows of ``tables`` (``(db, table)``) unwritten.
+
+        Not StarRocks behaviour: a benchmark knob. StarRocks applies a commit's rows on its
+        own nodes; the emulator does it in SQLite on the machine under test, and this shows
+        what that costs the pipeline there. The transactions themselves are unchanged.
+        """
+        with self.lock:
+            self.discarded = frozenset(tables)
+
     def commit_rows(
         self,
         changes: Iterable[TableRows],
@@ -229,7 +241,8 @@ class Storage:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 for schema, rows in changes:
-                    _apply(self._conn, schema, rows)
+                    if (schema.db, schema.name) not in self.discarded:
+                        _apply(self._conn, schema, rows)
                 if txn_meta is not None:
                     self._save_meta(txn_meta)
                     self._conn.execute(

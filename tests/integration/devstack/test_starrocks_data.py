@@ -190,3 +190,25 @@ def test_different_formats_per_table_in_multi(c: TxnClient, emu: EmulatorHandle)
     assert emu.sql(f"SELECT a.v, b.note FROM {c.db}.t1 a JOIN {c.db}.t2 b ON a.id = b.ref") == [
         ("j", "csv")
     ]
+
+
+def test_discarded_table_commits_without_its_rows(c: TxnClient, emu: EmulatorHandle) -> None:
+    # The benchmark knob: t1's committed rows are dropped, t2's written, the txn unchanged.
+    emu.control.discard_rows([f"{c.db}.t1"])
+    try:
+        assert c.call("begin", "dr", multi=True).status == "OK"
+        assert c.load("dr", "t1", [{"id": 1, "v": "a"}], multi=True).status == "OK"
+        assert c.load("dr", "t2", [{"id": 7, "ref": 1}], multi=True).status == "OK"
+        assert c.call("commit", "dr", multi=True).status == "OK"
+        assert c.state("dr") == "VISIBLE"
+        assert emu.sql(f"SELECT COUNT(*) FROM {c.db}.t1") == [(0,)]
+        assert emu.sql(f"SELECT id FROM {c.db}.t2") == [(7,)]
+    finally:
+        emu.control.discard_rows([])
+    assert c.call("begin", "dr2", multi=True).status == "OK"
+    assert c.load("dr2", "t1", [{"id": 2, "v": "b"}], multi=True).status == "OK"
+    assert c.call("commit", "dr2", multi=True).status == "OK"
+    assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(2,)]
+    bad = requests.post(f"{emu.fe_url}/_emulator/discard", json={"tables": ["t1"]}, timeout=10)
+    assert bad.status_code == 400
+    assert "db.table" in bad.json()["error"]

@@ -68,7 +68,8 @@ def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     labels = [label for label, _ in plan_steps(set(), rounds=3)]
     assert labels.count("pipeline (kafka), round 3/3") == 1
     assert labels.count("pipeline_load_job (kafka), round 3/3") == 1
-    assert sum(" round " in label for label in labels) == 18
+    assert labels.count("pipeline_writes_off (kafka), round 3/3") == 1
+    assert sum(" round " in label for label in labels) == 21
 
 
 def test_the_report_prints_the_assemblers_ratio_under_the_ratios(tmp_path: Path) -> None:
@@ -82,6 +83,21 @@ def test_the_report_prints_the_assemblers_ratio_under_the_ratios(tmp_path: Path)
         "Source -> real assembler -> noop over each ceiling: bare_stateful 0.60."
         in (tmp_path / "report.md").read_text()
     )
+
+
+def test_the_report_gives_the_pipeline_with_the_stand_ins_writes_off_over_bare(
+    tmp_path: Path,
+) -> None:
+    bare = median_round([{"rows_per_s": r} for r in (40.0, 50.0, 60.0)])
+    off = median_round([{"rows_per_s": r} for r in (30.0, 36.0, 45.0)])
+    ceil = ceiling_ratios({**runs(5, 10, 2), "bare_stateful": bare, "pipeline_writes_off": off})
+    assert ceil["writes_off"] == {"ratio": 0.72, "rounds": [0.75, 0.72, 0.75]}
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    summary = write_report({"main": main, "ceilings": ceil}, tmp_path)
+    assert "  writes off / bare     0.72  (diagnostic" in summary
+    report = (tmp_path / "report.md").read_text()
+    assert "ran at **0.72** of bare (rounds 0.75, 0.72, 0.75)" in report
+    assert ceiling_ratios(runs(5, 10, 2))["writes_off"] == {}
 
 
 def test_the_pipelines_own_cost_leaves_out_the_kafka_read_round_by_round() -> None:

@@ -731,7 +731,7 @@ def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
     # Round by round (queries measured a few seconds apart): how much the ratio moves.
     pipe_rounds = pipe.get("rounds_rows_per_s") or []
     round_ratios = {
-        k: [p / r for p, r in zip(pipe_rounds, v["rounds_rows_per_s"], strict=True) if r]
+        k: _by_round(pipe, v)
         for k, v in runs.items()
         if k != "pipeline" and len(v.get("rounds_rows_per_s") or []) == len(pipe_rounds) > 1
     }
@@ -758,12 +758,15 @@ def _writes_off_over_bare(runs: dict[str, Any]) -> dict[str, Any]:
     off, bare = runs.get(WRITES_OFF) or {}, runs.get("bare_stateful") or {}
     if not (off.get("rows_per_s") and bare.get("rows_per_s")):
         return {}
-    rounds = (off.get("rounds_rows_per_s") or [], bare.get("rounds_rows_per_s") or [])
-    pairs = zip(*rounds, strict=True)
-    return {
-        "ratio": off["rows_per_s"] / bare["rows_per_s"],
-        "rounds": [o / b for o, b in pairs if b],
-    }
+    return {"ratio": off["rows_per_s"] / bare["rows_per_s"], "rounds": _by_round(off, bare)}
+
+
+def _by_round(run: dict[str, Any], other: dict[str, Any]) -> list[float]:
+    """``run``'s rate over ``other``'s, round by round (rounds measured seconds apart)."""
+    pairs = zip(
+        run.get("rounds_rows_per_s") or [], other.get("rounds_rows_per_s") or [], strict=True
+    )
+    return [a / b for a, b in pairs if b]
 
 
 def emulator_ingest(bench: Bench, prod: Any, rows_per_record: float) -> dict[str, Any]:

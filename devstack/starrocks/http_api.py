@@ -326,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
         if what == "discard" and method == "POST":
             try:
                 names = json.loads(body or b"{}")["tables"]
-                pairs = [str(name).split(".") for name in names] if isinstance(names, list) else []
+                pairs = [tuple(str(name).split(".")) for name in names]
                 if not isinstance(names, list) or any(len(p) != 2 or not all(p) for p in pairs):
                     msg = f"tables must be a list of 'db.table' names, not {names!r}"
                     raise ValueError(msg)

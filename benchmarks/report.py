@@ -233,12 +233,13 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         if "ceilings.png" in images:
             md += [f"![ceilings]({image_prefix}ceilings.png)", ""]
         summary.append("pipeline / ceiling (rows/s; per CPU-second in brackets):")
+        width = max(len(key) for key, _ in CEILING_ORDER)
         for key, _ in CEILING_ORDER:
             if key in ceil["ratios"]:
                 target = TARGETS.get(key)
                 spread = ceil.get("round_ratios", {}).get(key)
                 summary.append(
-                    f"  / {key:<17} {ceil['ratios'][key]:6.2f}  "
+                    f"  / {key:<{width}} {ceil['ratios'][key]:6.2f}  "
                     f"({_f(ceil['ratios_cpu'].get(key), '.2f')})"
                     + (f"   target >= {target}" if target else "")
                     + (f"   rounds {min(spread):.2f}-{max(spread):.2f}" if spread else "")

@@ -100,6 +100,18 @@ def test_the_report_gives_the_pipeline_with_the_stand_ins_writes_off_over_bare(
     assert ceiling_ratios(runs(5, 10, 2))["writes_off"] == {}
 
 
+def test_the_summarys_ratios_line_up_whatever_the_querys_name(tmp_path: Path) -> None:
+    ceil = ceiling_ratios(
+        {**runs(5, 10, 2), "pipeline_writes_off": {"rows_per_s": 6.0}, "source_only": {}}
+    )
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    summary = write_report({"main": main, "ceilings": ceil}, tmp_path)
+    lines = [line for line in summary.splitlines() if line.startswith("  / ")]
+    assert len(lines) == 3
+    # The ratio starts in the same column on every line, the longest name's included.
+    assert len({line.index(" 0.") for line in lines}) == 1
+
+
 def test_the_pipelines_own_cost_leaves_out_the_kafka_read_round_by_round() -> None:
     pipeline: list[dict[str, Any]] = [{"warm_rows_per_s": 8_000.0}, {"warm_rows_per_s": 5e3}, {}]
     source: list[dict[str, Any]] = [{"warm_rows_per_s": 4e4}, {"warm_rows_per_s": 1e4}, {"x": 1}]

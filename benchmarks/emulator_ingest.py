@@ -3,7 +3,8 @@
 Each scenario runs begin -> loads of N-row JSON chunks (307 followed by hand, as a real client
 does) -> commit, and the clock covers all of it. Bodies are serialised before the clock starts,
 so the numbers are the emulator's (HTTP + JSON parse + type conversion + SQLite commit), not the
-client's. Run: ``.venv/bin/python benchmarks/emulator_ingest.py [--rows N] [--chunk N]``.
+client's. Run: ``.venv/bin/python -m benchmarks.emulator_ingest [--rows N] [--chunk N]`` (as a
+module: it imports ``devstack`` from the project root).
 """
 
 from __future__ import annotations

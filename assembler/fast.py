@@ -1,9 +1,11 @@
 """The state machine's native fast path (``txncdc_native.JsonTxnScanner``), where it applies.
 
-The scanner takes the whole, well-formed transactions of a JSON partition that the machine
-would emit unchanged, without a Python object per record; the machine handles everything
-else, from the first transaction the scanner leaves to it (``common/native.py``).
-``tests/unit/assembler/test_fast_path.py`` checks that both give the same results.
+The scanner takes the well-formed transactions of a JSON partition that the machine would
+emit (or hold open) unchanged, without a Python object per record: whole ones, one still open
+at the end of a call's records, and one the state holds open from an earlier call. The
+machine handles everything else, from the first transaction the scanner leaves to it
+(``common/native.py``). ``tests/unit/assembler/test_fast_path.py`` checks that both give the
+same results.
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings
 from common.native import native_module
 
+#: A transaction held open, as the scanner takes and returns it: ``(txn_id, first_offset,
+#: begin_ts_ms, last_ts_ms, rows, bytes, buffer)``, the state's fields of that name with the
+#: whole buffer (``assembler.buffer``) and nothing pending outside it.
+Held = tuple[str, int, int | None, int | None, int, int, bytes]
+
 
 class Scan(Protocol):
-    """``JsonTxnScanner.scan``: the whole transactions of ``records[start:]``.
+    """``JsonTxnScanner.scan``: the transactions of ``records[start:]`` it can take.
 
-    Returns ``(next, last_offset, txn_seq)``; the rows of the transactions taken are
-    appended to ``out``.
+    ``held``: the transaction the state holds open, which the records continue; ``None``
+    when the partition is idle. Returns ``(next, last_offset, txn_seq, held)``: the rows of
+    the transactions taken are appended to ``out``, and ``held`` is the one left open at the
+    end of the records (``None``: idle). When ``next`` is ``start`` nothing was taken and the
+    state stands as it was.
     """
 
     def __call__(
@@ -34,7 +44,8 @@ class Scan(Protocol):
         topic: str,
         partition: int,
         out: list[OutputRow],
-    ) -> tuple[int, int, int]:
+        held: Held | None = None,
+    ) -> tuple[int, int, int, Held | None]:
         """Scan from ``records[start]``; see the class docstring."""
         ...
 

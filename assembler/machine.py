@@ -31,7 +31,7 @@ from assembler.buffer import HEADER_SIZE, OP_CODES, OP_NAMES, Buffered
 from assembler.codecs import DecodeError, Decoder, SkipRecord, event_to_json_text, make_decoder
 from assembler.events import MAXWELL_COMMIT, MAXWELL_ROW, Event, EventType, event_problem
 from assembler.exceptions import AssemblerError
-from assembler.fast import Scan, native_scan
+from assembler.fast import Held, Scan, native_scan
 from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Violation
@@ -245,11 +245,17 @@ class _Run:
         topic, partition = self.topic, self.partition
         i, n = 0, len(ordered)
         while i < n:
-            if scan is not None and self.status is _IDLE:
-                # The whole transactions from here on that need no decision of this machine.
-                i, self.last_offset, self.txn_seq = scan(
-                    ordered, i, self.last_offset, self.txn_seq, topic, partition, self.out
+            if scan is not None and (
+                self.status is _IDLE or (self.status is _OPEN and not self.pending)
+            ):
+                # The transactions from here on that need no decision of this machine.
+                held = self.held() if self.status is _OPEN else None
+                nxt, self.last_offset, self.txn_seq, left = scan(
+                    ordered, i, self.last_offset, self.txn_seq, topic, partition, self.out, held
                 )
+                if nxt > i:
+                    self.hold(left)
+                    i = nxt
                 if i == n:
                     break
             rec = ordered[i]
@@ -290,6 +296,38 @@ class _Run:
                 else:
                     self.on_event(rec, ev)
             self.last_offset = offset
+
+    def held(self) -> Held:
+        """The open transaction as the scanner continues it (nothing pending)."""
+        assert self.txn_id is not None  # an open transaction has its id
+        return (
+            self.txn_id,
+            self.first,
+            self.begin_ts,
+            self.last_ts,
+            self.rows,
+            self.nbytes,
+            self.prior,
+        )
+
+    def hold(self, left: Held | None) -> None:
+        """Take the scanner's outcome: idle, or the transaction it left open, buffered."""
+        if left is None:
+            self.close()
+            return
+        txn_id, first, begin_ts, last_ts, rows, nbytes, buf = left
+        if self.status is not _OPEN or first != self.first:
+            self.opened_at = self.now_ms  # opened by the scanner, in this call
+        self.status = _OPEN
+        self.txn_id = txn_id
+        self.first = first
+        self.begin_ts = begin_ts
+        self.last_ts = last_ts
+        self.rows = rows
+        self.nbytes = nbytes
+        self.prior = buf
+        self.pending = []
+        self.reject_reason = None
 
     def check_timeout(self) -> None:
         if self.status is not _OPEN or self.opened_at is None:

@@ -5,7 +5,12 @@
 1. The assembler as ``applyInPandasWithState`` calls it: ``AssembleSlot.__call__`` on one
    pandas chunk of one slot (JSON events, 10-row transactions, 100-byte rows, as in
    ``make bench``), output DataFrame included.
-2. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``).
+2. The same over eight consecutive batches of one slot with its state carried, where
+   transactions are cut by the batches' ends: 10-row transactions of 2 and of 32 partitions
+   in the slot, and 1,000-row transactions, at 1,500 records a batch (a partition's
+   transaction open at a batch's end is buffered in the state and finished in a later
+   batch; target 6 of issue 14: cost flat in partitions and open transactions).
+3. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``).
 
 Prints microseconds per record, best of five runs. Run it on two checkouts to compare commits
 (``PYTHONPATH=<checkout> python -m benchmarks.hot_paths``).
@@ -26,16 +31,22 @@ from benchmarks.workload import row_json, txn_events
 
 
 class _State:
-    """The part of ``GroupState`` the adapter uses, for a group without state."""
+    """The part of ``GroupState`` the adapter uses; a group without state until updated."""
 
     exists = False
     hasTimedOut = False  # noqa: N815 - Spark's name
+    value: Any = None
 
     def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802 - Spark's name
         return 1_700_000_000_000
 
+    @property
+    def get(self) -> Any:
+        return self.value
+
     def update(self, value: Any) -> None:
         self.value = value
+        self.exists = True
 
     def setTimeoutDuration(self, duration: int) -> None:  # noqa: N802 - Spark's name
         self.duration = duration
@@ -79,6 +90,22 @@ def main(argv: list[str] | None = None) -> int:
         assert sum(len(df) for df in out) > 0
         return len(values)
 
+    cut = {
+        "10-row txns, 2 partitions": _cut_batches(10, 2),
+        "10-row txns, 32 partitions": _cut_batches(10, 32),
+        "1,000-row txns, 2 partitions": _cut_batches(1000, 2),
+    }
+
+    def carried(batches: list[pd.DataFrame]) -> Callable[[], int]:
+        def run() -> int:
+            slot, state = AssembleSlot(AssemblerSettings()), _State()
+            for batch in batches:
+                for _ in slot((0,), iter([batch]), state):  # type: ignore[arg-type]
+                    pass
+            return sum(len(b) for b in batches)
+
+        return run
+
     from sinks.starrocks.loader import encode_row
 
     rows = [row_json(i, 1, i % 10, 1, 100) for i in range(args.records)]
@@ -89,8 +116,31 @@ def main(argv: list[str] | None = None) -> int:
         return len(rows)
 
     print(f"assembler adapter + core (AssembleSlot):  {_best_us(assemble):6.2f} us per record")
+    for name, batches in cut.items():
+        us = _best_us(carried(batches), repeats=3)
+        print(f"  8 batches of 1,500, state carried, {name}: {us:6.2f} us per record")
     print(f"sink row encoding (encode_row):          {_best_us(encode):6.2f} us per row")
     return 0
+
+
+def _cut_batches(
+    txn_rows: int, partitions: int, per_batch: int = 1_500, batches: int = 8
+) -> list[pd.DataFrame]:
+    """One slot's ``batches`` chunks of ``partitions`` partitions' records, in offset order."""
+    per_partition = per_batch // partitions
+    need = per_partition * batches
+    frames: list[list[tuple[str, int, int, bytes]]] = [[] for _ in range(batches)]
+    for partition in range(partitions):
+        values: list[bytes] = []
+        txn = 0
+        while len(values) < need:
+            events = txn_events(partition, txn, txn_rows, 100, 1)
+            values.extend(encode_event(e, "json") for e in events)
+            txn += 1
+        for offset, value in enumerate(values[:need]):
+            frames[offset // per_partition].append(("bench", partition, offset, value))
+    columns = ["topic", "partition", "offset", "value"]
+    return [pd.DataFrame(rows, columns=columns) for rows in frames]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The project's native module (``native/``, Rust: ``txncdc_native``), where it is installed.
 
-It holds fast paths only: the assembler's scanner of whole JSON transactions
-(``assembler/fast.py``), the loader's row splice (``sinks/starrocks/loader.py``) and the
+It holds fast paths only: the assembler's scanner of well-formed JSON transactions, whole or
+held open across calls (``assembler/fast.py``), the loader's row splice (``sinks/starrocks/loader.py``) and the
 batch counter's count of ROW rows (``app/batch_count.py``). Each
 stops where the Python code must decide, so results are the same without it, only slower.
 ``make setup`` installs it (``pip install ./native``); ``CDC_ASSEMBLER_NATIVE=off`` in the

@@ -20,7 +20,8 @@ class JsonTxnScanner:
         topic: str,
         partition: int,
         out: list[Any],
-    ) -> tuple[int, int, int]: ...
+        held: tuple[str, int, int | None, int | None, int, int, bytes] | None = None,
+    ) -> tuple[int, int, int, tuple[str, int, int | None, int | None, int, int, bytes] | None]: ...
 
 def encode_row(op: int, row: str) -> bytes | None: ...
 def encode_run(

@@ -4,8 +4,10 @@
 //! `assembler/machine.py` is the state machine and stays the only judge: this scanner takes a
 //! transaction only when the machine would emit it unchanged (a `TXN_BEGIN`, its `DATA`, its
 //! `TXN_END`, every check passed) and stops at anything else, handing the machine that
-//! transaction from its `TXN_BEGIN` on. Rejects, open transactions, gaps and every other case
-//! are the machine's. So the scanner may accept less than the machine, never more: where
+//! transaction from its `TXN_BEGIN` on. It also carries a clean transaction across calls: one
+//! still open at the end of the records is handed back as the machine would have buffered it,
+//! and one the state holds open is continued. Rejects, gaps and every other case are the
+//! machine's. So the scanner may accept less than the machine, never more: where
 //! serde_json and the Python decoder could differ (escaped surrogates, a JSON array for an
 //! object, duplicate fields), it stops. `tests/unit/assembler/test_fast_path.py` checks the
 //! two against each other.
@@ -48,8 +50,9 @@ struct Event<'a> {
     event_count: Option<i64>,
 }
 
-/// A DATA event buffered until its transaction's end: (database, table, op code, row).
+/// A DATA event buffered until its transaction's end: (offset, database, table, op code, row).
 struct Data<'a> {
+    offset: i64,
     database: Cow<'a, str>,
     table: Cow<'a, str>,
     op: usize,
@@ -60,14 +63,49 @@ struct Data<'a> {
 /// without building a key per DATA event.
 type Targets = Vec<(String, String, bool)>;
 
-/// One transaction the machine would emit as is.
+/// One transaction the machine would emit as is, or hold open as is.
 struct Txn<'a> {
     txn_id: Cow<'a, str>,
     first_offset: i64,
     end_offset: i64,
     source_ts_ms: Option<i64>,
+    /// The `TXN_BEGIN`'s `source_ts_ms`, and the latest one seen (the state's fields).
+    begin_ts: Option<i64>,
+    last_ts: Option<i64>,
+    /// DATA buffered in earlier calls: the state's buffer (`assembler.buffer`) and its counts.
+    prior: &'a [u8],
+    prior_rows: usize,
+    prior_bytes: usize,
     rows: Vec<Data<'a>>,
 }
+
+impl Txn<'_> {
+    fn row_count(&self) -> usize {
+        self.prior_rows + self.rows.len()
+    }
+}
+
+/// What `one_txn` found at `records[at..]`.
+enum Scanned<'a> {
+    /// A whole transaction the machine would emit unchanged; the machine goes on at `usize`.
+    Whole(usize, Txn<'a>),
+    /// The records ended inside a clean transaction, last offset `i64`: the machine would
+    /// hold it open, buffered, exactly as it stands.
+    Open(i64, Txn<'a>),
+    /// The machine must decide, from `at` on.
+    Stop,
+}
+
+/// A transaction the state holds open, as `scan` receives it from the machine.
+type Held = (
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    usize,
+    usize,
+    Py<PyBytes>,
+);
 
 fn is_json_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
@@ -178,13 +216,19 @@ impl JsonTxnScanner {
         })
     }
 
-    /// Take the whole transactions of `records[start:]` that the machine would emit unchanged.
+    /// Take the transactions of `records[start:]` that the machine would emit, or hold open,
+    /// unchanged.
     ///
-    /// `records` are one partition's `SourceRecord`s sorted by offset; the partition is idle
-    /// (no transaction open) with `last_offset` and `txn_seq`. Appends the transactions'
-    /// `OutputRow`s to `out` and returns `(next, last_offset, txn_seq)`: the machine goes on
-    /// from `records[next]`, at a `TXN_BEGIN` the scanner left to it or at whatever else.
+    /// `records` are one partition's `SourceRecord`s sorted by offset, the partition at
+    /// `last_offset` and `txn_seq`. `held` is the transaction the state holds open, if any, as
+    /// `(txn_id, first_offset, begin_ts, last_ts, rows, bytes, buffer)` with nothing of it
+    /// pending outside `buffer`; `None`: the partition is idle. Appends the transactions'
+    /// `OutputRow`s to `out` and returns `(next, last_offset, txn_seq, held)`: the machine
+    /// goes on from `records[next]`, at a `TXN_BEGIN` the scanner left to it or at whatever
+    /// else, with the transaction left open (the same tuple; `None`: idle). When `next` is
+    /// `start` nothing was taken, and the machine's state stands as it was.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (records, start, last_offset, txn_seq, topic, partition, out, held=None))]
     fn scan<'py>(
         &self,
         py: Python<'py>,
@@ -195,24 +239,129 @@ impl JsonTxnScanner {
         topic: &Bound<'py, PyString>,
         partition: i64,
         out: &Bound<'py, PyList>,
-    ) -> PyResult<(usize, i64, i64)> {
+        held: Option<Held>,
+    ) -> PyResult<(usize, i64, i64, Option<PyObject>)> {
         let mut at = start;
         let mut last = last_offset;
         let mut seq = txn_seq;
         let mut checked: Targets = Vec::new();
         let mut names: HashMap<String, Bound<'py, PyString>> = HashMap::new();
-        while let Some((next, txn)) =
-            self.one_txn(py, records, at, last, topic, partition, &mut checked)?
-        {
-            if !txn.rows.is_empty() {
-                seq += 1;
-                self.emit(py, &txn, seq, topic, partition, &mut names, out)?;
+        let prior = held.as_ref().map(|o| o.6.bind(py).clone());
+        let mut resumed = held.as_ref().zip(prior.as_ref()).map(|(o, buffer)| Txn {
+            txn_id: Cow::Borrowed(o.0.as_str()),
+            first_offset: o.1,
+            end_offset: o.1,
+            source_ts_ms: None,
+            begin_ts: o.2,
+            last_ts: o.3,
+            prior: buffer.as_bytes(),
+            prior_rows: o.4,
+            prior_bytes: o.5,
+            rows: Vec::new(),
+        });
+        loop {
+            let resumed = resumed.take();
+            match self.one_txn(
+                py,
+                records,
+                at,
+                last,
+                topic,
+                partition,
+                &mut checked,
+                resumed,
+            )? {
+                Scanned::Whole(next, txn) => {
+                    if txn.row_count() > 0 {
+                        seq += 1;
+                        self.emit(py, &txn, seq, topic, partition, &mut names, out)?;
+                    }
+                    at = next;
+                    last = txn.end_offset;
+                }
+                Scanned::Open(end_last, txn) => {
+                    let held = held_open(py, &txn)?;
+                    return Ok((records.len(), end_last, seq, Some(held)));
+                }
+                // Idle at `at`; or, stopped inside the transaction the state holds, at
+                // `start` with nothing taken.
+                Scanned::Stop => return Ok((at, last, seq, None)),
             }
-            at = next;
-            last = txn.end_offset;
         }
-        Ok((at, last, seq))
     }
+}
+
+/// The state's view of a transaction held open: `(txn_id, first_offset, begin_ts, last_ts,
+/// rows, bytes, buffer)`, the buffer as `assembler.buffer.encode` appends it.
+fn held_open(py: Python<'_>, txn: &Txn<'_>) -> PyResult<PyObject> {
+    let added: usize = txn
+        .rows
+        .iter()
+        .map(|d| HEADER_SIZE + d.database.len() + d.table.len() + d.row.len())
+        .sum();
+    let size = txn.prior.len() + added;
+    let buffer = PyBytes::new_with(py, size, |buf| {
+        buf[..txn.prior.len()].copy_from_slice(txn.prior);
+        let mut pos = txn.prior.len();
+        for d in &txn.rows {
+            let mut put = |bytes: &[u8]| {
+                buf[pos..pos + bytes.len()].copy_from_slice(bytes);
+                pos += bytes.len();
+            };
+            put(&d.offset.to_be_bytes());
+            put(&[d.op as u8]);
+            put(&(d.database.len() as u16).to_be_bytes());
+            put(&(d.table.len() as u16).to_be_bytes());
+            put(&(d.row.len() as u32).to_be_bytes());
+            put(d.database.as_bytes());
+            put(d.table.as_bytes());
+            put(d.row.as_bytes());
+        }
+        Ok(())
+    })?;
+    let held = (
+        txn.txn_id.as_ref(),
+        txn.first_offset,
+        txn.begin_ts,
+        txn.last_ts,
+        txn.row_count(),
+        txn.prior_bytes + added,
+        buffer,
+    );
+    Ok(held.into_pyobject(py)?.into_any().unbind())
+}
+
+/// The DATA events of a state buffer (`assembler.buffer`), or `None` if it is not one the
+/// machine reads back (truncated, not UTF-8, an unknown op code): the machine words that.
+fn buffered(buf: &[u8]) -> Option<Vec<Data<'_>>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let header = buf.get(pos..pos + HEADER_SIZE)?;
+        let offset = i64::from_be_bytes(header[0..8].try_into().ok()?);
+        let op = header[8] as usize;
+        let ld = u16::from_be_bytes(header[9..11].try_into().ok()?) as usize;
+        let lt = u16::from_be_bytes(header[11..13].try_into().ok()?) as usize;
+        let lr = u32::from_be_bytes(header[13..17].try_into().ok()?) as usize;
+        pos += HEADER_SIZE;
+        let mut text = |n: usize| -> Option<&str> {
+            let bytes = buf.get(pos..pos + n)?;
+            pos += n;
+            std::str::from_utf8(bytes).ok()
+        };
+        let (database, table, row) = (text(ld)?, text(lt)?, text(lr)?);
+        if op > 1 {
+            return None;
+        }
+        out.push(Data {
+            offset,
+            database: Cow::Borrowed(database),
+            table: Cow::Borrowed(table),
+            op,
+            row: Cow::Borrowed(row),
+        });
+    }
+    Some(out)
 }
 
 /// Record `index` of `records`; its value is borrowed for as long as the list is.
@@ -241,7 +390,8 @@ fn record<'r, 'py>(records: &'r Bound<'py, PyList>, index: usize) -> PyResult<Re
 }
 
 impl JsonTxnScanner {
-    /// The transaction at `records[at..]`, if the machine would emit it unchanged.
+    /// The transaction at `records[at..]`, if the machine would emit it, or hold it open,
+    /// unchanged; `resumed`: the one the state holds open, which `records[at..]` continue.
     #[allow(clippy::too_many_arguments)]
     fn one_txn<'a>(
         &self,
@@ -252,81 +402,100 @@ impl JsonTxnScanner {
         topic: &Bound<'_, PyString>,
         partition: i64,
         checked: &mut Targets,
-    ) -> PyResult<Option<(usize, Txn<'a>)>> {
+        resumed: Option<Txn<'a>>,
+    ) -> PyResult<Scanned<'a>> {
         let mut i = at;
         let mut last = last_offset;
-        let mut txn: Option<Txn<'a>> = None;
-        let mut last_ts: Option<i64> = None;
-        let mut nbytes: usize = 0;
+        let mut nbytes: usize = resumed.as_ref().map_or(0, |t| t.prior_bytes);
+        let mut txn: Option<Txn<'a>> = resumed;
         while i < records.len() {
             let rec = record(records, i)?;
             i += 1;
             if rec.partition != partition || !(rec.topic.is(topic) || rec.topic.eq(topic)?) {
-                return Ok(None); // the machine names the wiring bug
+                return Ok(Scanned::Stop); // the machine names the wiring bug
             }
             if rec.offset <= last {
                 continue; // a replay: the machine skips it too
             }
             if last >= 0 && rec.offset > last + 2 {
-                return Ok(None); // the machine logs the skipped offsets
+                return Ok(Scanned::Stop); // the machine logs the skipped offsets
             }
             let Some(event) = rec.value.and_then(parse_event) else {
-                return Ok(None);
+                return Ok(Scanned::Stop);
             };
             if event.txn_id.is_empty() {
-                return Ok(None);
+                return Ok(Scanned::Stop);
             }
             last = rec.offset;
             let Some(open) = txn.as_mut() else {
                 if event.kind != "TXN_BEGIN" {
-                    return Ok(None);
+                    return Ok(Scanned::Stop);
                 }
-                last_ts = event.source_ts_ms;
                 txn = Some(Txn {
                     txn_id: event.txn_id,
                     first_offset: rec.offset,
                     end_offset: rec.offset,
                     source_ts_ms: None,
+                    begin_ts: event.source_ts_ms,
+                    last_ts: event.source_ts_ms,
+                    prior: &[],
+                    prior_rows: 0,
+                    prior_bytes: 0,
                     rows: Vec::new(),
                 });
                 continue;
             };
             if event.txn_id != open.txn_id {
-                return Ok(None);
+                return Ok(Scanned::Stop);
             }
             match event.kind.as_ref() {
                 "DATA" => {
-                    let Some(data) = data_of(event.database, event.table, event.op, event.row)
+                    let Some(data) =
+                        data_of(rec.offset, event.database, event.table, event.op, event.row)
                     else {
-                        return Ok(None);
+                        return Ok(Scanned::Stop);
                     };
                     if let Some(ts) = event.source_ts_ms {
-                        last_ts = Some(ts);
+                        open.last_ts = Some(ts);
                     }
                     nbytes += HEADER_SIZE + data.database.len() + data.table.len() + data.row.len();
                     if !self.target_ok(py, &data, checked)? {
-                        return Ok(None);
+                        return Ok(Scanned::Stop);
                     }
                     open.rows.push(data);
-                    if open.rows.len() as i64 > self.max_rows || nbytes as i64 > self.max_bytes {
-                        return Ok(None);
+                    if open.row_count() as i64 > self.max_rows || nbytes as i64 > self.max_bytes {
+                        return Ok(Scanned::Stop);
                     }
                 }
                 "TXN_END" => {
                     if let Some(count) = event.event_count {
-                        if count != open.rows.len() as i64 {
-                            return Ok(None);
+                        if count != open.row_count() as i64 {
+                            return Ok(Scanned::Stop);
                         }
                     }
                     let mut done = txn.take().expect("open");
+                    if !done.prior.is_empty() || done.prior_rows > 0 {
+                        // The rows of earlier calls first, as the machine reads them back.
+                        let Some(mut rows) = buffered(done.prior) else {
+                            return Ok(Scanned::Stop);
+                        };
+                        if rows.len() != done.prior_rows {
+                            return Ok(Scanned::Stop);
+                        }
+                        rows.append(&mut done.rows);
+                        done.rows = rows;
+                        done.prior = &[];
+                        done.prior_rows = 0;
+                    }
                     done.end_offset = rec.offset;
-                    done.source_ts_ms = event.source_ts_ms.or(last_ts);
-                    return Ok(Some((i, done)));
+                    done.source_ts_ms = event.source_ts_ms.or(done.last_ts);
+                    return Ok(Scanned::Whole(i, done));
                 }
-                _ => return Ok(None),
+                _ => return Ok(Scanned::Stop),
             }
         }
-        Ok(None) // still open at the end of the records: the machine buffers it
+        // Still open at the end of the records: held as the machine would buffer it.
+        Ok(txn.map_or(Scanned::Stop, |open| Scanned::Open(last, open)))
     }
 
     fn target_ok(&self, py: Python<'_>, data: &Data<'_>, checked: &mut Targets) -> PyResult<bool> {
@@ -422,6 +591,7 @@ impl JsonTxnScanner {
 
 /// A DATA event's target and row, if the machine accepts them (`events.event_problem`).
 fn data_of<'a>(
+    offset: i64,
     database: Option<Cow<'a, str>>,
     table: Option<Cow<'a, str>>,
     op: Option<Cow<'a, str>>,
@@ -439,6 +609,7 @@ fn data_of<'a>(
     }
     let op = op_code(op.as_deref())?;
     Some(Data {
+        offset,
         database,
         table,
         op,

@@ -25,6 +25,7 @@ from assembler import (
     Policy,
     SourceRecord,
     TransactionAssembler,
+    buffer,
 )
 from assembler.codecs import CodecSettings
 from assembler.fast import native_scan
@@ -33,7 +34,7 @@ from assembler.settings import Targets, Violation
 from common import native
 from sinks.starrocks import client, loader
 from sinks.starrocks.errors import InvalidRequestError
-from tests.unit.assembler.builders import data, records, roundtrip, txn
+from tests.unit.assembler.builders import begin, data, end, records, roundtrip, txn
 
 pytestmark = pytest.mark.unit
 
@@ -66,12 +67,12 @@ def test_the_scanner_makes_output_rows_of_the_output_row_type_only() -> None:
     assert out[1].is_txn_end
 
 
-def test_the_scanner_takes_whole_transactions_and_stops_at_an_open_one() -> None:
+def test_the_scanner_takes_whole_transactions_and_holds_an_open_one() -> None:
     recs = records([*txn("a", 3), *txn("b", 0), *txn("c", 2), *txn("d", 2)[:2]], start=10)
     out: list[OutputRow] = []
-    nxt, last, seq = _scan(AssemblerSettings())(recs, 0, -1, 0, TOPIC, 0, out)
-    # a (5 records), b (2, empty: no rows, no txn_seq), c (4); d's BEGIN and one DATA stay.
-    assert (nxt, last, seq) == (11, 20, 2)
+    nxt, last, seq, held = _scan(AssemblerSettings())(recs, 0, -1, 0, TOPIC, 0, out)
+    # a (5 records), b (2, empty: no rows, no txn_seq), c (4); d's BEGIN and one DATA held.
+    assert (nxt, last, seq) == (13, 22, 2)
     assert [(r.txn_id, r.txn_seq, r.row_seq, r.is_txn_end) for r in out] == [
         ("a", 1, 0, False),
         ("a", 1, 1, False),
@@ -82,6 +83,60 @@ def test_the_scanner_takes_whole_transactions_and_stops_at_an_open_one() -> None
     assert type(out[0]) is OutputRow
     assert out[0] == ("ROW", TOPIC, 0, "a", 1, 0, "shop", "orders", "UPSERT", '{"id": 0}',
                       False, 10, 14, None, None)  # fmt: skip
+    # What the machine's buffer holds of d: its DATA at offset 22, byte for byte.
+    d_row = (22, 0, "shop", "orders", '{"id": 0}')
+    size = buffer.buffered_size(*d_row[2:])
+    assert held == ("d", 21, None, None, 1, size, buffer.encode([d_row]))
+
+
+def test_the_scanner_continues_the_transaction_the_state_holds() -> None:
+    events = [begin("a", ts=1), data("a", 0, ts=2), data("a", 1, table="items", op="DELETE")]
+    events += [data("a", 2), end("a", 3, ts=None), *txn("b", 1)]
+    recs = records(events, start=5)
+    machine = TransactionAssembler(AssemblerSettings())
+    machine._scan = None
+    first = machine.process(None, recs[:2], now_ms=7)  # BEGIN and one DATA: buffered
+    st = first.state
+    held = (st.txn_id, st.txn_first_offset, st.txn_begin_ts_ms, st.txn_last_ts_ms,
+            st.txn_rows, st.txn_bytes, st.txn_buffer)  # fmt: skip
+    scan = _scan(AssemblerSettings())
+    out: list[OutputRow] = []
+    # The second DATA and the third, still open: the buffer grows as the machine's would.
+    nxt, last, seq, left = scan(recs[:4], 2, 6, 0, TOPIC, 0, out, held)
+    second = machine.process(st, recs[2:4], now_ms=8).state
+    assert (nxt, last, seq, out) == (4, 8, 0, [])
+    assert left == (second.txn_id, second.txn_first_offset, second.txn_begin_ts_ms,
+                    second.txn_last_ts_ms, second.txn_rows, second.txn_bytes,
+                    second.txn_buffer)  # fmt: skip
+    # Then its END and a whole transaction: the held rows come first, numbered on.
+    assert left is not None
+    nxt, last, seq, left = scan(recs, 4, 8, 0, TOPIC, 0, out, left)
+    assert (nxt, last, seq, left) == (len(recs), 12, 2, None)
+    expected = machine.process(second, recs[4:], now_ms=9).outputs
+    assert [r.as_tuple() for r in out] == [r.as_tuple() for r in expected]
+    assert [(r.row_seq, r.table, r.op, r.source_ts_ms) for r in out[:3]] == [
+        (0, "orders", "UPSERT", 2), (1, "items", "DELETE", 2), (2, "orders", "UPSERT", 2),
+    ]  # fmt: skip
+
+
+def test_the_scanner_leaves_a_held_transaction_it_cannot_judge_to_the_machine() -> None:
+    st = TransactionAssembler(AssemblerSettings()).process(None, records(txn("a", 2)[:2]), 0).state
+    held = (st.txn_id, st.txn_first_offset, st.txn_begin_ts_ms, st.txn_last_ts_ms,
+            st.txn_rows, st.txn_bytes, st.txn_buffer)  # fmt: skip
+    scan = _scan(AssemblerSettings(max_txn_rows=2))
+    cases = {
+        "another txn's DATA": records([data("b", 5), end("a", 2)], start=2),
+        "a BEGIN while open": records([begin("b"), end("b", 0)], start=2),
+        "count mismatch": records([data("a", 1), end("a", 3)], start=2),
+        "too many rows": records([data("a", 1), data("a", 2), end("a", 3)], start=2),
+        "a gap": records([data("a", 1), end("a", 2)], start=5),
+    }
+    for why, recs in cases.items():
+        out: list[OutputRow] = []
+        assert scan(recs, 0, 1, 0, TOPIC, 0, out, held)[0] == 0, why
+        assert out == [], why
+    corrupt = (*held[:6], held[6][:-1])
+    assert scan(records([end("a", 1)], start=2), 0, 1, 0, TOPIC, 0, [], corrupt)[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -259,13 +314,14 @@ def _run(
     out: list[tuple[Any, ...]] = []
     bounds = [0, *cuts, len(recs)]
     try:
-        for lo, hi in itertools.pairwise(bounds):
+        for call, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             batch = recs[lo:hi]
             if lo > 0:
                 batch = batch + recs[max(0, lo - 2) : lo]  # replays of consumed offsets
             if not batch:
                 continue
-            step = asm.process(state, batch, now_ms=0)
+            # A later time each call: a transaction held open keeps the time it was opened.
+            step = asm.process(state, batch, now_ms=1000 * call)
             out += [r.as_tuple() for r in step.outputs]
             state = roundtrip(step.state)
     except AssemblyFailed as e:
@@ -305,7 +361,7 @@ def test_the_scanner_takes_the_common_case_in_the_comparison() -> None:
     scan = asm._scan
     assert scan is not None
 
-    def counting(recs: list[SourceRecord], start: int, *args: Any) -> tuple[int, int, int]:
+    def counting(recs: list[SourceRecord], start: int, *args: Any) -> Any:
         result = scan(recs, start, *args)
         calls.append(result[0] - start)
         return result
@@ -315,6 +371,36 @@ def test_the_scanner_takes_the_common_case_in_the_comparison() -> None:
     step = asm.process(None, recs, now_ms=0)
     assert len(step.outputs) == 5 + 1  # a, b and the lone DATA's reject
     assert calls[0] == 9
+
+
+def test_the_scanner_takes_a_transaction_cut_by_the_calls_on_both_sides() -> None:
+    # Guard for the comparison above: a transaction cut by a batch's end is not the machine's.
+    asm = TransactionAssembler(AssemblerSettings())
+    scan = asm._scan
+    assert scan is not None
+    taken: list[int] = []
+
+    def counting(recs: list[SourceRecord], start: int, *args: Any) -> Any:
+        result = scan(recs, start, *args)
+        taken.append(result[0] - start)
+        return result
+
+    asm._scan = counting  # type: ignore[assignment]
+    recs = records([*txn("a", 2), *txn("b", 6), *txn("c", 1)])
+    state = asm.process(None, recs[:7], now_ms=1).state  # a, and b's BEGIN and 2 DATA
+    assert (state.txn_rows, state.txn_opened_at_ms) == (2, 1)
+    step = asm.process(roundtrip(state), recs[7:10], now_ms=2)  # 3 more of b's DATA
+    # Open since the first call: its timeout counts from then.
+    assert (step.state.txn_rows, step.state.txn_opened_at_ms, step.timeout_at_ms) == (
+        5,
+        1,
+        1 + asm.settings.txn_timeout_ms,
+    )
+    step = asm.process(roundtrip(step.state), recs[10:], now_ms=3)  # b's last DATA, END; c
+    assert [(r.txn_id, r.row_seq) for r in step.outputs] == [("b", i) for i in range(6)] + [
+        ("c", 0)
+    ]
+    assert taken == [7, 3, 5]
 
 
 # -- the loader's row splice against the loader -------------------------------------------

@@ -245,11 +245,10 @@ class _Run:
         topic, partition = self.topic, self.partition
         i, n = 0, len(ordered)
         while i < n:
-            if scan is not None and (
-                self.status is _IDLE or (self.status is _OPEN and not self.pending)
-            ):
-                # The transactions from here on that need no decision of this machine.
-                held = self.held() if self.status is _OPEN else None
+            # Idle, or open with nothing of it pending here: the scanner takes the transactions
+            # from here on that need no decision of this machine.
+            held = self.held() if scan is not None else None
+            if scan is not None and (self.status is _IDLE or held is not None):
                 nxt, self.last_offset, self.txn_seq, left = scan(
                     ordered, i, self.last_offset, self.txn_seq, topic, partition, self.out, held
                 )
@@ -297,9 +296,13 @@ class _Run:
                     self.on_event(rec, ev)
             self.last_offset = offset
 
-    def held(self) -> Held:
-        """The open transaction as the scanner continues it (nothing pending)."""
-        assert self.txn_id is not None  # an open transaction has its id
+    def held(self) -> Held | None:
+        """The open transaction as the scanner continues it.
+
+        ``None`` unless open with nothing pending (buffered in this call, not yet in ``prior``).
+        """
+        if self.status is not _OPEN or self.pending or self.txn_id is None:
+            return None
         return (
             self.txn_id,
             self.first,

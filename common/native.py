@@ -1,9 +1,10 @@
 """The project's native module (``native/``, Rust: ``txncdc_native``), where it is installed.
 
 It holds fast paths only: the assembler's scanner of well-formed JSON transactions, whole or
-held open across calls (``assembler/fast.py``), the loader's row splice (``sinks/starrocks/loader.py``) and the
-batch counter's count of ROW rows (``app/batch_count.py``). Each
-stops where the Python code must decide, so results are the same without it, only slower.
+held open across calls (``assembler/fast.py``), the loader's row splice
+(``sinks/starrocks/loader.py``) and the batch counter's count of ROW rows
+(``app/batch_count.py``). Each stops where the Python code must decide, so results are the
+same without it, only slower.
 ``make setup`` installs it (``pip install ./native``); ``CDC_ASSEMBLER_NATIVE=off`` in the
 executors' environment leaves it out (A/B measurements, a suspected bug).
 """

@@ -319,18 +319,10 @@ class _Run:
             self.close()
             return
         txn_id, first, begin_ts, last_ts, rows, nbytes, buf = left
-        if self.status is not _OPEN or first != self.first:
-            self.opened_at = self.now_ms  # opened by the scanner, in this call
-        self.status = _OPEN
-        self.txn_id = txn_id
-        self.first = first
-        self.begin_ts = begin_ts
-        self.last_ts = last_ts
-        self.rows = rows
-        self.nbytes = nbytes
-        self.prior = buf
-        self.pending = []
-        self.reject_reason = None
+        continued = self.status is _OPEN and first == self.first
+        # One the scanner opened in this call is open from now, as the machine's BEGIN makes it.
+        opened_at = self.opened_at if continued else self.now_ms
+        self.set_open(txn_id, first, opened_at, begin_ts, last_ts, rows, nbytes, buf)
 
     def check_timeout(self) -> None:
         if self.status is not _OPEN or self.opened_at is None:
@@ -535,15 +527,30 @@ class _Run:
     # -- transitions ----------------------------------------------------------------------
 
     def open(self, rec: SourceRecord, ev: Event) -> None:
+        ts = ev.source_ts_ms
+        self.set_open(ev.txn_id, rec.offset, self.now_ms, ts, ts, 0, 0, b"")
+
+    def set_open(
+        self,
+        txn_id: str,
+        first: int,
+        opened_at: int | None,
+        begin_ts: int | None,
+        last_ts: int | None,
+        rows: int,
+        nbytes: int,
+        prior: bytes,
+    ) -> None:
+        """Open ``txn_id`` with ``rows`` DATA events (``nbytes``) buffered in ``prior``."""
         self.status = _OPEN
-        self.txn_id = ev.txn_id
-        self.first = rec.offset
-        self.opened_at = self.now_ms
-        self.begin_ts = ev.source_ts_ms
-        self.last_ts = ev.source_ts_ms
-        self.rows = 0
-        self.nbytes = 0
-        self.prior = b""
+        self.txn_id = txn_id
+        self.first = first
+        self.opened_at = opened_at
+        self.begin_ts = begin_ts
+        self.last_ts = last_ts
+        self.rows = rows
+        self.nbytes = nbytes
+        self.prior = prior
         self.pending = []
         self.reject_reason = None
 

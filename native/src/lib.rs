@@ -63,6 +63,13 @@ struct Data<'a> {
 /// without building a key per DATA event.
 type Targets = Vec<(String, String, bool)>;
 
+impl Data<'_> {
+    /// Its bytes in the state buffer: what `max-txn-bytes` counts (`buffer.buffered_size`).
+    fn size(&self) -> usize {
+        HEADER_SIZE + self.database.len() + self.table.len() + self.row.len()
+    }
+}
+
 /// One transaction the machine would emit as is, or hold open as is.
 struct Txn<'a> {
     txn_id: Cow<'a, str>,
@@ -72,10 +79,11 @@ struct Txn<'a> {
     /// The `TXN_BEGIN`'s `source_ts_ms`, and the latest one seen (the state's fields).
     begin_ts: Option<i64>,
     last_ts: Option<i64>,
-    /// DATA buffered in earlier calls: the state's buffer (`assembler.buffer`) and its counts.
+    /// DATA buffered in earlier calls: the state's buffer (`assembler.buffer`), its rows.
     prior: &'a [u8],
     prior_rows: usize,
-    prior_bytes: usize,
+    /// What `max-txn-bytes` counts of all the DATA so far, earlier calls' included.
+    bytes: usize,
     rows: Vec<Data<'a>>,
 }
 
@@ -256,7 +264,7 @@ impl JsonTxnScanner {
             last_ts: o.3,
             prior: buffer.as_bytes(),
             prior_rows: o.4,
-            prior_bytes: o.5,
+            bytes: o.5,
             rows: Vec::new(),
         });
         loop {
@@ -294,11 +302,7 @@ impl JsonTxnScanner {
 /// The state's view of a transaction held open: `(txn_id, first_offset, begin_ts, last_ts,
 /// rows, bytes, buffer)`, the buffer as `assembler.buffer.encode` appends it.
 fn held_open(py: Python<'_>, txn: &Txn<'_>) -> PyResult<PyObject> {
-    let added: usize = txn
-        .rows
-        .iter()
-        .map(|d| HEADER_SIZE + d.database.len() + d.table.len() + d.row.len())
-        .sum();
+    let added: usize = txn.rows.iter().map(Data::size).sum();
     let size = txn.prior.len() + added;
     let buffer = PyBytes::new_with(py, size, |buf| {
         buf[..txn.prior.len()].copy_from_slice(txn.prior);
@@ -325,7 +329,7 @@ fn held_open(py: Python<'_>, txn: &Txn<'_>) -> PyResult<PyObject> {
         txn.begin_ts,
         txn.last_ts,
         txn.row_count(),
-        txn.prior_bytes + added,
+        txn.bytes,
         buffer,
     );
     Ok(held.into_pyobject(py)?.into_any().unbind())
@@ -406,7 +410,6 @@ impl JsonTxnScanner {
     ) -> PyResult<Scanned<'a>> {
         let mut i = at;
         let mut last = last_offset;
-        let mut nbytes: usize = resumed.as_ref().map_or(0, |t| t.prior_bytes);
         let mut txn: Option<Txn<'a>> = resumed;
         while i < records.len() {
             let rec = record(records, i)?;
@@ -440,7 +443,7 @@ impl JsonTxnScanner {
                     last_ts: event.source_ts_ms,
                     prior: &[],
                     prior_rows: 0,
-                    prior_bytes: 0,
+                    bytes: 0,
                     rows: Vec::new(),
                 });
                 continue;
@@ -458,12 +461,13 @@ impl JsonTxnScanner {
                     if let Some(ts) = event.source_ts_ms {
                         open.last_ts = Some(ts);
                     }
-                    nbytes += HEADER_SIZE + data.database.len() + data.table.len() + data.row.len();
+                    open.bytes += data.size();
                     if !self.target_ok(py, &data, checked)? {
                         return Ok(Scanned::Stop);
                     }
                     open.rows.push(data);
-                    if open.row_count() as i64 > self.max_rows || nbytes as i64 > self.max_bytes {
+                    if open.row_count() as i64 > self.max_rows || open.bytes as i64 > self.max_bytes
+                    {
                         return Ok(Scanned::Stop);
                     }
                 }

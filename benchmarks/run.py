@@ -87,7 +87,9 @@ FULL = Sizes(
     # Five: one round of a query moves by up to half on a busy 2-core machine (pipeline over
     # bare 0.65 / 0.80 / 0.40 in three rounds on 11-27); the median of five moves less.
     ceiling_rounds=5,
-    sweep_rounds=3,
+    # Five too: the pipeline's own cost at 64 partitions was 34.0 / 51.0 / 52.0 µs per row in
+    # three rounds on 11-28, so one round moved the 64 / 4 ratio by a third.
+    sweep_rounds=5,
     sweep_batches=15,
     idle_s=60,
 )

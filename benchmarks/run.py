@@ -66,6 +66,7 @@ class Sizes:
     open_rows: tuple[int, ...]
     open_partitions: int
     ceiling_rounds: int
+    ceiling_warm_up_round: bool  # one more round of the ceilings first, not counted
     sweep_rounds: int
     sweep_batches: int  # micro-batches per sweep run (the first one is left out of warm rates)
     idle_s: float  # seconds of the idle window
@@ -87,6 +88,7 @@ FULL = Sizes(
     # Five: one round of a query moves by up to half on a busy 2-core machine (pipeline over
     # bare 0.65 / 0.80 / 0.40 in three rounds on 11-27); the median of five moves less.
     ceiling_rounds=5,
+    ceiling_warm_up_round=True,
     # Five too: the pipeline's own cost at 64 partitions was 34.0 / 51.0 / 52.0 µs per row in
     # three rounds on 11-28, so one round moved the 64 / 4 ratio by a third.
     sweep_rounds=5,
@@ -105,6 +107,7 @@ QUICK = Sizes(
     open_rows=(50, 200),
     open_partitions=4,
     ceiling_rounds=1,
+    ceiling_warm_up_round=False,
     sweep_rounds=1,
     sweep_batches=5,
     idle_s=10,
@@ -161,10 +164,13 @@ STEP_WEIGHTS = {
 }
 
 
-def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[tuple[str, float]]:
+def plan_steps(
+    skip: set[str], rounds: int = 1, sweep_rounds: int = 1, warm_up_round: bool = False
+) -> list[tuple[str, float]]:
     """The steps ``main`` will announce, in order, with their ETA weights.
 
     ``rounds``: how many times the ceiling queries run, one after the other each round;
+    ``warm_up_round``: one more round before them, not counted;
     ``sweep_rounds``: the same for the sweeps' shapes (one step).
     """
     steps: list[tuple[str, float]] = [("start broker + emulator", STEP_WEIGHTS["stack"])]
@@ -177,7 +183,7 @@ def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[t
         steps.append((f"warm-up ({SOURCE})", STEP_WEIGHTS["warm-up"]))
         steps += [
             (_round_label(f"{query} ({SOURCE})", r, rounds), STEP_WEIGHTS[query])
-            for r in range(1, rounds + 1)
+            for r in range(0 if warm_up_round else 1, rounds + 1)
             for query in CEILING_QUERIES
         ]
     # The ceilings' steps are above; the profile rides on the catch-up, no step of its own.
@@ -190,6 +196,8 @@ def plan_steps(skip: set[str], rounds: int = 1, sweep_rounds: int = 1) -> list[t
 
 
 def _round_label(label: str, r: int, rounds: int) -> str:
+    if r == 0:
+        return f"{label}, warm-up round"
     return f"{label}, round {r}/{rounds}" if rounds > 1 else label
 
 
@@ -382,22 +390,33 @@ class Bench:
 
         # Each query runs once per round, rounds one after the other, so that a burst of
         # other load hits one round of every query, not every round of one; each query's
-        # median round is the one compared (one run of 4 batches varies by +-20 %).
+        # median round is the one compared (one run of 4 batches varies by +-20 %). Round 0
+        # is not counted: the JVM's JIT has compiled little of any query's code by then, and
+        # the pipeline's cold round came out 0.88-0.97 of the pass-through's against
+        # 0.67-0.96 for the rounds after it (docs/benchmarks.md, "Cold rounds").
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in CEILING_QUERIES}
-        for r in range(1, s.ceiling_rounds + 1):
+        cold: dict[str, float] = {}
+        for r in range(0 if s.ceiling_warm_up_round else 1, s.ceiling_rounds + 1):
             for name in CEILING_QUERIES:
                 self.step(_round_label(f"{name} ({SOURCE})", r, s.ceiling_rounds))
                 if name in ("passthrough", "pipeline_load_job", "pipeline"):
                     self.truncate()
                 run = self.measure_ceiling(q, name, plan(name), kw)
-                rounds[name].append(run.as_dict())
+                if r == 0:
+                    cold[name] = run.rows_per_s
+                else:
+                    rounds[name].append(run.as_dict())
                 log(
                     f"  {run.rows_per_s:,.0f} rows/s ({run.batches} batches, "
                     f"{run.batch_s:.1f} s; wall {run.wall_s:.1f} s; "
                     f"{run.rows_per_cpu_s:,.0f} rows/cpu-s)"
                 )
         runs = {**shared, **{name: median_round(done) for name, done in rounds.items()}}
-        self.results["ceilings"] = {**ceiling_ratios(runs), "source": SOURCE}
+        self.results["ceilings"] = {
+            **ceiling_ratios(runs),
+            "source": SOURCE,
+            "warm_up_round_rows_per_s": cold,
+        }
 
     # -- 3: the assembler alone ------------------------------------------------------------------
 
@@ -884,7 +903,10 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=sample_load, daemon=True).start()
     log(f"load average {env['loadavg_start']}; starting broker and emulator under {out}")
-    bench.progress = Progress(plan_steps(skip, sizes.ceiling_rounds, sizes.sweep_rounds), emit=log)
+    bench.progress = Progress(
+        plan_steps(skip, sizes.ceiling_rounds, sizes.sweep_rounds, sizes.ceiling_warm_up_round),
+        emit=log,
+    )
     try:
         bench.step("start broker + emulator")
         bench.stack.start()

@@ -70,6 +70,11 @@ def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     assert labels.count("pipeline_load_job (kafka), round 3/3") == 1
     assert labels.count("pipeline_writes_off (kafka), round 3/3") == 1
     assert sum(" round " in label for label in labels) == 21
+    warm = [label for label, _ in plan_steps(set(), rounds=3, warm_up_round=True)]
+    assert warm.count("pipeline (kafka), warm-up round") == 1
+    assert sum(" round" in label for label in warm) == 28
+    first = warm.index("source_only (kafka), round 1/3")
+    assert warm.index("pipeline (kafka), warm-up round") < first
 
 
 def test_the_report_prints_the_assemblers_ratio_under_the_ratios(tmp_path: Path) -> None:
@@ -197,3 +202,15 @@ def test_the_report_has_no_cpu_table_for_runs_without_roles(tmp_path: Path) -> N
     summary = write_report({"main": main, "ceilings": ceiling_ratios(runs(5, 10, 2))}, tmp_path)
     assert "CPU per Kafka record" not in (tmp_path / "report.md").read_text()
     assert "CPU per record" not in summary
+
+
+def test_the_report_gives_the_uncounted_warm_up_round(tmp_path: Path) -> None:
+    ceil = {
+        **ceiling_ratios(runs(5_000, 10_000, 2_000)),
+        "warm_up_round_rows_per_s": {"bare_stateful": 4_000.0, "pipeline": 3_000.0},
+    }
+    main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
+    write_report({"main": main, "ceilings": ceil}, tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "A warm-up round ran before them on the same data, not counted" in text
+    assert "(trivial fn) -> noop 0.75." in text

@@ -391,9 +391,9 @@ class Bench:
         # Each query runs once per round, rounds one after the other, so that a burst of
         # other load hits one round of every query, not every round of one; each query's
         # median round is the one compared (one run of 4 batches varies by +-20 %). Round 0
-        # is not counted: the JVM's JIT has compiled little of any query's code by then, and
-        # the pipeline's cold round came out 0.88-0.97 of the pass-through's against
-        # 0.67-0.96 for the rounds after it (docs/benchmarks.md, "Cold rounds").
+        # is not counted: the JIT has compiled little by then, and the ceilings gain more from
+        # it than the pipeline (over bare, first rounds 1.15 and 0.93 against 0.49-0.83 after,
+        # two nine-round runs on 11-28; docs/benchmarks.md, "Cold rounds").
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in CEILING_QUERIES}
         cold: dict[str, float] = {}
         for r in range(0 if s.ceiling_warm_up_round else 1, s.ceiling_rounds + 1):

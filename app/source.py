@@ -24,12 +24,7 @@ FORMAT = "kafka"
 #: (docs/benchmarks.md). Every poll still waited it out once: 18 ms per poll at 10 ms, 8 ms at
 #: 0, and a live stream polls every partition every batch (docs/kafka-source.md). A task only
 #: reads offsets that exist, so the broker never has to wait for data: 0.
-#: ``max.poll.records``: after every poll Spark's consumer also seeks to both ends of the
-#: partition and back (two offset requests to the broker), and Kafka's default hands over 500
-#: records a poll, so a task paid those round trips every 500 records. A poll now hands over
-#: all that its fetch brought (at most ``max.partition.fetch.bytes``, 1 MB, a partition): the
-#: read stage's task time fell by a third (docs/kafka-source.md).
-CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0", "kafka.max.poll.records": "100000"}
+CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0"}
 
 
 def read_kafka_stream(

@@ -122,15 +122,6 @@ def test_consumers_do_not_wait_out_the_brokers_long_poll(conf_file: Path) -> Non
     assert "fetch.max.wait.ms" not in load_config(conf_file).source.client_settings()
 
 
-def test_a_poll_hands_over_a_whole_fetch(conf_file: Path) -> None:
-    # Spark's consumer asks the broker for the offset range after every poll: Kafka's 500
-    # records a poll cost two round trips per 500 records.
-    assert load_config(conf_file).source.reader_options()["kafka.max.poll.records"] == "100000"
-    mine = load_config(conf_file, ["source.options.kafka.max.poll.records=500"])
-    assert mine.source.reader_options()["kafka.max.poll.records"] == "500"
-    assert "max.poll.records" not in load_config(conf_file).source.client_settings()
-
-
 def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "nope.yaml")

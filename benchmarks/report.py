@@ -164,6 +164,15 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             "",
         ]
     summary: list[str] = []
+    errors = res.get("errors") or {}
+    if errors:
+        # A part that failed has no section below: say so first, not by its absence.
+        md += ["## Parts that failed", ""]
+        for part, error in errors.items():
+            first = str(error).strip().splitlines()[0] if str(error).strip() else "?"
+            md.append(f"- **{part}**: {first} (the whole error is in `results.json`)")
+            summary.append(f"FAILED {part}: {first}")
+        md.append("")
     main = res.get("main")
     ceil = res.get("ceilings")
     if main and ceil:

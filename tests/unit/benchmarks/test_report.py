@@ -214,3 +214,12 @@ def test_the_report_gives_the_uncounted_warm_up_round(tmp_path: Path) -> None:
     text = (tmp_path / "report.md").read_text()
     assert "A warm-up round ran before them on the same data, not counted" in text
     assert "(trivial fn) -> noop 0.75." in text
+
+
+def test_a_part_that_failed_is_named_in_the_report_and_the_summary(tmp_path: Path) -> None:
+    error = "RuntimeError: bare: query ended early: OutOfMemoryError\n\tat somewhere"
+    summary = write_report({"errors": {"sweeps": error}}, tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "## Parts that failed" in text
+    assert "- **sweeps**: RuntimeError: bare: query ended early: OutOfMemoryError (the" in text
+    assert "FAILED sweeps: RuntimeError: bare: query ended early: OutOfMemoryError" in summary

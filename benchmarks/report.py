@@ -169,7 +169,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
         # A part that failed has no section below: say so first, not by its absence.
         md += ["## Parts that failed", ""]
         for part, error in errors.items():
-            first = str(error).strip().splitlines()[0] if str(error).strip() else "?"
+            lines = str(error).strip().splitlines()
+            first = lines[0] if lines else "?"
             md.append(f"- **{part}**: {first} (the whole error is in `results.json`)")
             summary.append(f"FAILED {part}: {first}")
         md.append("")

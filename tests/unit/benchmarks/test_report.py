@@ -75,6 +75,9 @@ def test_plan_repeats_the_ceiling_queries_each_round() -> None:
     assert sum(" round" in label for label in warm) == 28
     first = warm.index("source_only (kafka), round 1/3")
     assert warm.index("pipeline (kafka), warm-up round") < first
+    # The round runs every query on the real data: no tiny warm-up query before it.
+    assert "warm-up (kafka)" not in warm
+    assert "warm-up (kafka)" in labels
 
 
 def test_the_report_prints_the_assemblers_ratio_under_the_ratios(tmp_path: Path) -> None:

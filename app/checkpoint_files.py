@@ -56,3 +56,15 @@ class CheckpointFiles:
             stream.write(bytearray(json.dumps(value, sort_keys=True).encode("utf-8")))
         finally:
             stream.close()
+
+    def delete(self, name: str) -> bool:
+        """Remove the file ``name`` (with its checksum file); whether it was there."""
+        return bool(self._fs.delete(self._path(name), False))
+
+    def batch_ids(self, folder: str) -> list[int]:
+        """The batch ids of Spark's log ``folder`` (``offsets``, ``commits``), ascending."""
+        path = self._path(folder)
+        if not self._fs.exists(path):
+            return []
+        names = (str(status.getPath().getName()) for status in self._fs.listStatus(path))
+        return sorted(int(name) for name in names if name.isdigit())

@@ -24,6 +24,7 @@ from common.options import is_secret_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from app.progress import ProgressReporter
     from sinks.starrocks.sink import StarRocksSink
@@ -135,6 +136,7 @@ def _run_query(
     from app.pipeline import detach_listeners, start_query
     from app.preflight import describe_topics
     from app.resume import plan_start
+    from sinks.starrocks.behind import COMMIT_BEHIND_FAILED
 
     spark.sparkContext.setLogLevel("WARN")
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
@@ -146,14 +148,6 @@ def _run_query(
     starting = plan_start(spark, config, committed, topic_ids, partitions)
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))
-    query = start_query(spark, config, sink, reporter)
-    log.info(
-        "query started name=%s id=%s checkpoint=%s",
-        config.pipeline.name,
-        query.id,
-        config.pipeline.checkpoint_location,
-    )
-
     stop_requested = threading.Event()
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -164,22 +158,31 @@ def _run_query(
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    from pyspark.errors import StreamingQueryException
-
+    restarts = 0
     try:
-        while not query.awaitTermination(1):
-            if stop_requested.is_set():
-                # A batch interrupted here is replayed on the next start; the sink's label
-                # check keeps it exactly once. Its interrupted Spark call would otherwise
-                # log a Java stack through py4j: a requested stop is not an error.
-                logging.getLogger("py4j").setLevel(logging.CRITICAL)
-                # Listeners first: Spark posts the stop's events asynchronously, and one
-                # delivered after this process exits is a Java stack in the log.
-                detach_listeners(spark)
-                query.stop()
+        while True:
+            query = start_query(spark, config, sink, reporter)
+            log.info(
+                "query started name=%s id=%s checkpoint=%s",
+                config.pipeline.name,
+                query.id,
+                config.pipeline.checkpoint_location,
+            )
+            failed = _await(query, stop_requested, spark, sink)
+            error = None if stop_requested.is_set() else query.exception()
+            if failed is None and error is not None and COMMIT_BEHIND_FAILED in str(error):
+                failed = next(ln for ln in str(error).splitlines() if COMMIT_BEHIND_FAILED in ln)
+            if failed is None:
                 break
-    except StreamingQueryException:
-        pass  # reported below, from query.exception(), in one line
+            # A batch Spark recorded did not commit: starting again commits its label or
+            # rewinds the checkpoint to replay it, as a sync commit would have retried it
+            # within the batch (app/commit_behind.py).
+            restarts += 1
+            if restarts > config.starrocks.batch_max_attempts:
+                log.error("query stops: %s", failed.strip())
+                return 1
+            log.warning("query restarts to replay a batch whose commit failed: %s", failed.strip())
+            detach_listeners(spark)
     finally:
         detach_listeners(spark)
         sink.close()
@@ -201,6 +204,43 @@ def _run_query(
         log.debug("query failure, in full: %s", error)
         return 1
     return 0
+
+
+def _await(
+    query: StreamingQuery, stop_requested: threading.Event, spark: SparkSession, sink: StarRocksSink
+) -> str | None:
+    """Wait until the query ends, or stop it once a stop is requested.
+
+    Also stops it once a commit behind failed, which the next batch would only notice when
+    new data arrives: the failure, or ``None``.
+    """
+    from pyspark.errors import StreamingQueryException
+
+    from app.pipeline import detach_listeners
+
+    try:
+        while not query.awaitTermination(1):
+            failure = sink.commit_behind_failure()
+            if failure is not None:
+                py4j = logging.getLogger("py4j")
+                level = py4j.level
+                py4j.setLevel(logging.CRITICAL)  # a batch interrupted by the stop is no error
+                query.stop()
+                py4j.setLevel(level)
+                return str(failure)
+            if stop_requested.is_set():
+                # A batch interrupted here is replayed on the next start; the sink's label
+                # check keeps it exactly once. Its interrupted Spark call would otherwise
+                # log a Java stack through py4j: a requested stop is not an error.
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)
+                # Listeners first: Spark posts the stop's events asynchronously, and one
+                # delivered after this process exits is a Java stack in the log.
+                detach_listeners(spark)
+                query.stop()
+                return None
+    except StreamingQueryException:
+        pass  # reported by the caller, from query.exception(), in one line
+    return None
 
 
 def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> AppConfig:

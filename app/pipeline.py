@@ -13,6 +13,10 @@ A crash between 3 and 4 makes Spark replay the batch with the same offsets, the 
 and the same batch timestamp, hence the same rows; the sink finds its label committed, loads
 nothing and still reads the batch through (Spark commits the state stores only of a batch that
 was read). Nothing else commits Kafka offsets.
+
+With commit behind (``sink.commit-behind``), 3 ends once the batch is loaded and its label
+noted, and the commit runs during 4 and the next batch's planning; a batch whose commit was
+lost after 4 is replayed by rewinding the checkpoint at the next start (``app/commit_behind.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
 from app.assembly import assemble_debezium, assemble_per_partition, assemble_transactions
 from app.batch_count import BatchCounter, batch_stats
+from app.checkpoint_files import CheckpointFiles
+from app.commit_behind import CheckpointNote, recover
 from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from app.state_layout import plan_layout, session_state_partitions
@@ -290,6 +296,13 @@ def start_query(
     spark.streams.addListener(listener)
     _LISTENERS.append(listener)
     source = events if events is not None else read_events(spark, config)
+    files = CheckpointFiles(spark, config.pipeline.checkpoint_location)
+    stop = getattr(sink, "stop_commit_behind", None)
+    if stop is not None:
+        # A commit still in flight, then an earlier run's: recovering may rewind the
+        # checkpoint (app/commit_behind.py).
+        stop()
+        recover(CheckpointNote(files), files, sink)  # type: ignore[arg-type]
     if config.source.debezium is not None:
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
         load = task_load(sink, config)
@@ -311,6 +324,9 @@ def start_query(
             # group's rows in requests of their own. The load job gathers them by table.
             load = None
             assembled = assemble_per_partition(source, config.assembler)
+    arm = getattr(sink, "commit_behind", None)
+    if load is not None and arm is not None and arm(CheckpointNote(files)):
+        log.info("each batch commits while Spark starts the next (starrocks.sink.commit-behind)")
     # Tasks that load what they assemble map their dead letters themselves.
     rows = assembled if load is not None else to_sink_rows(assembled, config)
     writer = (

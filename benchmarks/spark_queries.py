@@ -154,6 +154,7 @@ def measure(
     row_bytes: int,
     timeout_s: float = 900,
     keep_last: bool = False,
+    settle: Callable[[], float | None] | None = None,
 ) -> QueryRun:
     """Run a query (``start(checkpoint)``) until it has read ``records`` records, then stop it.
 
@@ -164,6 +165,10 @@ def measure(
     from ``recentProgress`` only when a batch was missed. PySpark reads ``recentProgress``
     with two Py4J round trips per batch kept; polled every 50 ms, that is thousands of round
     trips a second, CPU taken from the query measured.
+
+    ``settle`` waits for work the query's last batch left running (the sink's commit behind)
+    and returns when it ended (epoch seconds): time past the last batch's end counts as the
+    query's, so that a commit behind is measured, not left out.
     """
     seen: dict[int, dict[str, Any]] = {}
     # Not a TemporaryDirectory: tasks of a stopped query may still touch it for a moment.
@@ -184,6 +189,8 @@ def measure(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name}: not done after {timeout_s:.0f} s")
             time.sleep(0.05)
+        settle = settle or getattr(start, "settle", None)
+        settled_at = settle() if settle is not None else None
         by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
     finally:
         query.stop()
@@ -197,12 +204,16 @@ def measure(
         _epoch(p["timestamp"]) + p["durationMs"].get("triggerExecution", 0) / 1000
         for p in with_data
     )
+    tail_ms = max(0.0, (settled_at - last_end) * 1000) if settled_at else 0.0
+    batch_ms += tail_ms
+    last_end += tail_ms / 1000
     in_order = sorted(with_data, key=lambda p: int(p["batchId"]))
     extra: dict[str, Any] = {
         "durations_ms": [dict(p["durationMs"]) for p in in_order],
         "batch_records": [int(p["numInputRows"]) for p in in_order],
         # Where the CPU went (benchmarks.procstat.classify roles; this process is the driver).
         "cpu_s_by_role": {role: round(cpu_s, 3) for role, cpu_s in sorted(by_role.items())},
+        "settle_ms": round(tail_ms, 1),
     }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
     # running pipeline keeps, without the first batch's one-off start. Nor a last batch of
@@ -214,6 +225,8 @@ def measure(
     if len(warm) > 1 and int(warm[-1]["numInputRows"]) * 2 < full:
         warm = warm[:-1]
     warm_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in warm)
+    if warm and warm[-1] is in_order[-1]:
+        warm_ms += tail_ms
     if warm and warm_ms:
         warm_rows = rows * sum(p["numInputRows"] for p in warm) / n_records
         extra["warm_batches"] = len(warm)
@@ -507,6 +520,8 @@ def pipeline(
     from app.progress import ProgressReporter
     from sinks.starrocks.sink import StarRocksSink
 
+    sinks: list[StarRocksSink] = []
+
     def start(checkpoint: str) -> StreamingQuery:
         config = pipeline_config(
             stack,
@@ -521,9 +536,15 @@ def pipeline(
         )
         sink = StarRocksSink(config.starrocks, query_id_provider=lambda: query_id_of(spark))
         sink.open()
+        sinks.append(sink)
         with _capture_listeners(spark):
             return start_query(spark, config, sink, ProgressReporter(enabled=False))
 
+    def settle() -> float | None:
+        # The last batch's commit behind is part of the run (measure(settle=...)).
+        return sinks.pop().stop_commit_behind() if sinks else None
+
+    start.settle = settle  # type: ignore[attr-defined]
     return start
 
 

@@ -24,6 +24,7 @@ class Outcome(enum.StrEnum):
     ALREADY_APPLIED = "already_applied"  # an earlier run committed it (a replay)
     RECOVERED = "recovered"  # per-table: an earlier run prepared it, this run committed
     EMPTY = "empty"  # nothing to write, no transaction opened
+    LOADED = "committing"  # loaded, the commit runs behind (``BatchPlan.defer_commit``)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class BatchPlan:
             only once ``b`` is in its commit log, so a run's only possible replay is its
             first batch. The checks for an earlier attempt (a committed label, a later
             attempt committed) are skipped; ``begin`` still probes every label.
+        defer_commit: Stop once the attempt is loaded (multi-table mode): ``run()`` answers
+            LOADED with the label, and the caller commits it (``MultiTableCommitter.commit``)
+            while Spark goes on (:mod:`sinks.starrocks.behind`).
     """
 
     prefix: str
@@ -56,6 +60,7 @@ class BatchPlan:
     progress_rows: tuple[Mapping[str, Any], ...] = ()
     counted: Callable[[], Sequence[Mapping[str, Any]]] | None = None
     fresh: bool = False
+    defer_commit: bool = False
 
     def label(self, attempt: int, table: str | None = None) -> str:
         """The label rule (:func:`sinks.starrocks.labels.make_label`)."""

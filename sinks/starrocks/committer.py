@@ -167,6 +167,8 @@ class MultiTableCommitter:
                 continue
             if not plan.progress_rows:
                 return self._empty(plan, label, attempt)
+            if plan.defer_commit:
+                return CommitResult(Outcome.LOADED, (label,), attempt, reports)
             # 5.
             started = self._policy.clock()
             verdict = self._commit(label)
@@ -186,6 +188,28 @@ class MultiTableCommitter:
             "restart the query (the batch is replayed from the checkpoint)"
         )
         raise SinkTerminalError(msg, batch_id=plan.batch_id) from last_error
+
+    def commit(self, label: str) -> Verdict:
+        """Step 5 alone, for a label ``run()`` left LOADED (``BatchPlan.defer_commit``).
+
+        COMMITTED, or ABORTED (the server cancelled the task: its batch must be loaded
+        again). Raises when the outcome stays unknown past ``check_timeout_s``.
+        """
+        return self._commit(label)
+
+    def settle(self, label: str) -> Verdict:
+        """A LOADED label an earlier run left: committed already, committed now, or gone.
+
+        ABORTED when the server holds no transaction for it any more (timed out, cancelled
+        by an FE restart) or refuses it for good; its batch must be loaded again.
+        """
+        if self._steps.state(label).is_committed:
+            return Verdict.COMMITTED
+        try:
+            return self._commit(label)
+        except StarRocksTerminalError:
+            # _commit rolled it back first: nothing under this label can commit any more.
+            return Verdict.ABORTED
 
     def _empty(self, plan: BatchPlan, label: str, attempt: int) -> CommitResult:
         """A counted load found no rows: its begun label is rolled back, nothing committed."""

@@ -84,6 +84,9 @@ class StarRocksSinkConfig:
     # Multi-table mode: the task that assembles a slot loads its rows (sinks/starrocks/intask.py);
     # false: a load job of its own takes them by table (one more stage and Python pass).
     load_in_task: bool = True
+    # With load_in_task: a batch's commit runs while Spark starts the next batch
+    # (sinks/starrocks/behind.py); false: write_batch returns once StarRocks committed.
+    commit_behind: bool = True
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
@@ -169,6 +172,7 @@ _KNOWN = frozenset(
         "sink.filtered-rows",
         "sink.filtered-rows.max-transactions",
         "sink.load-in-task",
+        "sink.commit-behind",
     }
 )
 _PROPERTIES_PREFIX = "sink.properties."
@@ -384,4 +388,5 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         filtered_rows=filtered_rows,
         filtered_rows_max_txns=opt.integer("sink.filtered-rows.max-transactions", 10, minimum=1),
         load_in_task=opt.boolean("sink.load-in-task", True),
+        commit_behind=opt.boolean("sink.commit-behind", True),
     )

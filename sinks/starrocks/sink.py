@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from common.spark_hash import partition_keys
@@ -33,6 +34,7 @@ from sinks.base import (
     merge_target_stats,
 )
 from sinks.exceptions import SinkStoppedError, SinkTerminalError
+from sinks.starrocks.behind import CommitBehind, PendingCommit, PendingStore
 from sinks.starrocks.client import StarRocksClient
 from sinks.starrocks.committer import (
     BatchPlan,
@@ -65,7 +67,7 @@ from sinks.starrocks.loader import (
 )
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.sql import StarRocksSql, dead_letter_table_ddl, progress_table_ddl
-from sinks.starrocks.steps import MAX_ATTEMPT_NUMBER
+from sinks.starrocks.steps import MAX_ATTEMPT_NUMBER, Verdict
 from sinks.starrocks.txnapi import Instrument, LoadJob, LoadReport, TxnApi
 
 if TYPE_CHECKING:
@@ -173,6 +175,8 @@ class StarRocksSink(Sink):
         self._settled: tuple[str, int] | None = None
         # The query's tasks load their own rows (task_loader): its batches are report rows.
         self._in_task = False
+        # Set by commit_behind(): each batch commits while Spark starts the next one.
+        self._behind: CommitBehind | None = None
         self.last_result: BatchResult | None = None
 
     @property
@@ -194,6 +198,51 @@ class StarRocksSink(Sink):
             return None
         self._in_task = True
         return TaskLoader(cfg)
+
+    def commit_behind(self, store: PendingStore) -> bool:
+        """Commit every batch behind (``sinks/starrocks/behind.py``); whether it now does.
+
+        Only where the tasks load (:meth:`task_loader` was given) and ``sink.commit-behind``
+        is on. ``store`` keeps the note of the pending commit before Spark's commit log.
+        """
+        self.stop_commit_behind()  # an earlier query's, on the same sink
+        if not (self._in_task and self.config.commit_behind):
+            return False
+        self._behind = CommitBehind(store)
+        return True
+
+    def commit_behind_failure(self) -> Exception | None:
+        """The commit behind that did not commit, as soon as it is known (else ``None``)."""
+        return self._behind.failure if self._behind is not None else None
+
+    def stop_commit_behind(self) -> float | None:
+        """Wait for the commit in flight (bounded), then commit in ``write_batch`` again.
+
+        When the last commit behind ended (epoch seconds), or ``None`` if there was none.
+        """
+        if self._behind is None:
+            return None
+        self._behind.close(self.config.commit_check_timeout_s)
+        ended = self._behind.last_commit_end or None
+        self._behind = None
+        return ended
+
+    def settle_pending(self, pending: PendingCommit) -> Verdict:
+        """Finish a commit behind that an earlier run left (driver, before the query starts).
+
+        COMMITTED: the label is committed (now or before). ABORTED: its transaction is gone,
+        and the batch must be loaded again.
+        """
+        api = HttpTxnApi(self._get_client(), txn_timeout_s=self.config.txn_timeout_s)
+        committer = MultiTableCommitter(api, _no_load, self._policy)
+        verdict = committer.settle(pending.label)
+        logger.info(
+            "starrocks commit behind of an earlier run batch_id=%s label=%s verdict=%s",
+            pending.batch_id,
+            pending.label,
+            verdict.value,
+        )
+        return verdict
 
     @classmethod
     def from_options(
@@ -286,6 +335,10 @@ class StarRocksSink(Sink):
         to have rows (an empty one is rolled back).
         """
         started = time.monotonic()
+        if self._behind is not None:
+            # Commits stay in batch order; one that failed stops the query here, before this
+            # batch begins (the next start replays the failed one).
+            self._behind.settle()
         query_id = self._query_id_provider()
         make_label(self.config.label_prefix, query_id, batch_id, 0)  # fail fast on a bad id
         # Spark starts batch b + 1 only once b is in its commit log: the batch after the one
@@ -349,6 +402,7 @@ class StarRocksSink(Sink):
 
     def close(self) -> None:
         """Close the HTTP client (driver). Open transactions are left to recovery."""
+        self.stop_commit_behind()
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -374,9 +428,19 @@ class StarRocksSink(Sink):
         committer = MultiTableCommitter if cfg.multi_table else PerTableCommitter
         load = SparkLoadJob(df, cfg, batch_id, tally, in_task=self._in_task)
         plan = self._plan(batch_id, query_id, targets, load, fresh)
+        behind = self._behind if tally is not None else None
+        if behind is not None:
+            plan = replace(plan, defer_commit=True)
         api, job = self._seams(batch_id, http, load)
         try:
-            done = committer(api, job, self._policy).run(plan)
+            running = committer(api, job, self._policy)
+            done = running.run(plan)
+            if done.outcome is Outcome.LOADED and behind is not None:
+                assert isinstance(running, MultiTableCommitter)
+                label = done.labels[0]
+                behind.submit(
+                    PendingCommit(query_id, batch_id, label), partial(running.commit, label)
+                )
         except FilteredRowsError as e:
             if cfg.filtered_rows != "dead-letter":
                 raise
@@ -760,6 +824,12 @@ def _read_through(df: DataFrame, batch_id: int, in_task: bool) -> None:
     no_label = task_batch(df.sparkSession.sparkContext, TaskBatch(batch_id, None))
     with no_label if in_task else nullcontext():
         df.write.format("noop").mode("overwrite").save()
+
+
+def _no_load(labels: Mapping[str, str], multi: bool) -> list[LoadReport]:
+    """The load job of a committer that only settles an earlier run's label."""
+    msg = f"settling a commit behind loads nothing (labels {dict(labels)}, multi {multi})"
+    raise RuntimeError(msg)
 
 
 def _interrupted(error: BaseException) -> bool:

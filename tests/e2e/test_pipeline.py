@@ -189,3 +189,33 @@ def test_avro_with_executors_in_separate_processes(stack: LocalStack, tmp_path: 
     pipeline.stop()
     print(f"caught up in {time.monotonic() - started:.0f} s")
     assert_exact(stack, result.truth, watcher)
+
+
+def test_a_commit_behind_that_fails_restarts_the_query_in_process_exactly_once(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The first commit with data is refused after Spark recorded its batch (commit behind):
+    the next batch stops the query, ``app/main.py`` starts it again in the same process, and
+    the start settles the noted label (here still open: committed now). Exactly once."""
+    config = GeneratorConfig(
+        bootstrap=stack.bootstrap,
+        topic=TOPIC,
+        workload=WorkloadConfig(orders=60, partitions=2, seed=5),
+        rate=60,
+    )
+    create_topic(stack.bootstrap, TOPIC, 2)
+    assert stack.emulator is not None
+    stack.emulator.control.fail_next(
+        "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
+    )
+    pipeline = start_pipeline(stack, tmp_path, "starrocks.sink.buffer-flush.interval-ms=500")
+    watcher = Watcher(stack)
+    result = generate(config)
+    ends = topic_end_offsets(stack.bootstrap, TOPIC, 2)
+    assert wait_caught_up(stack.connect(), NAME, TOPIC, ends, 300), "the sink did not catch up"
+    pipeline.stop()
+    log = (tmp_path / "pipeline.log").read_text()
+    assert "query restarts to replay a batch whose commit failed" in log, log[-3000:]
+    assert "COMMIT_BEHIND_FAILED" in log
+    assert log.count("query started") == 2  # one process, the query started twice
+    assert_exact(stack, result.truth, watcher)

@@ -65,6 +65,7 @@ class Recorder(ProgressReporter):
     def __init__(self) -> None:
         super().__init__(enabled=False)
         self.seen: list[BatchStats] = []
+        self.sink: Any = None  # set by tests that start the real sink
 
     def record(self, stats: BatchStats) -> None:
         self.seen.append(stats)

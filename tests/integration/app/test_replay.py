@@ -50,10 +50,11 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
         finally:
             query.stop()
             detach_listeners(spark)
+            recorder.sink.close()  # the last batch's commit behind settles
 
     first = Recorder()
     run(first)
-    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committed")]
+    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committing")]
     assert orders() == [1, 101]
 
     # Spark's state after a crash right after the sink's commit: the batch is in the offset log
@@ -66,7 +67,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     run(second)
     replayed, after = second.seen
     assert (replayed.batch_id, replayed.outcome, replayed.skipped) == (0, "already_applied", True)
-    assert (after.batch_id, after.outcome, after.transactions) == (1, "committed", 1)
+    assert (after.batch_id, after.outcome, after.transactions) == (1, "committing", 1)
     assert orders() == [1, 2, 101]
     # One StarRocks transaction per batch, none for the replay.
     labels = emulator.control.labels("demo")
@@ -75,3 +76,59 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
         checkpoint / "commits" / "0",
         checkpoint / "commits" / "1",
     ]
+
+
+def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_rewind(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    """Commit behind (sinks/starrocks/behind.py): Spark records batch 0, its commit fails and
+    an FE restart cancels its transaction. The next batch stops the query; the next start
+    rewinds the checkpoint and replays batch 0, exactly once, its open order carried over."""
+    emulator = starrocks_emulator
+    bootstrap = kafka_broker.bootstrap
+    topic = f"rewind-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
+    produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
+    checkpoint = tmp_path / "ck"
+    config = topic_config(emulator, bootstrap, topic, checkpoint)
+
+    def orders() -> list[int]:
+        return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
+
+    emulator.control.fail_next(
+        "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
+    )
+    first = Recorder()
+    query = start(spark, config, first)
+    try:
+        query.processAllAvailable()  # batch 0 loaded, Spark records it, its commit fails
+        assert (checkpoint / "commits" / "0").exists()
+        emulator.control.restart()  # the FE cancels the begun, uncommitted task
+        produce(bootstrap, topic, order_txn(2)[2:], partition=0, key=b"k")  # order 2's END
+        with pytest.raises(Exception, match="COMMIT_BEHIND_FAILED"):
+            query.processAllAvailable()  # batch 1 finds batch 0 not committed: the query stops
+    finally:
+        query.stop()
+        detach_listeners(spark)
+        first.sink.close()
+    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committing")]
+    assert orders() == []
+
+    second = Recorder()
+    query = start(spark, config, second)  # recovery: the lost label, then the rewind
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+        detach_listeners(spark)
+        second.sink.close()
+    assert [(s.batch_id, s.outcome) for s in second.seen] == [(0, "committing"), (1, "committing")]
+    assert [s.transactions for s in second.seen] == [2, 1]
+    assert orders() == [1, 2, 101]
+    states = sorted(emulator.control.labels("demo").values())
+    assert states.count("VISIBLE") == 2, states  # batch 0's next attempt and batch 1

@@ -21,6 +21,7 @@ from sinks.starrocks.errors import FilteredRowsError
 from sinks.starrocks.loader import ANY_TABLE
 from sinks.starrocks.protocol import LoadState
 from sinks.starrocks.retry import RetryPolicy
+from sinks.starrocks.steps import Verdict
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
 
 from .fake_starrocks import FAULTS, Crash, FakeStarRocks, ScriptedApi, load_job
@@ -556,3 +557,41 @@ def test_only_a_cancelled_task_is_final_an_aborting_one_is_not(message, final):
     err = classify(TxnOp.COMMIT, 200, json.dumps({"Status": "FAILED", "Message": message}))
     assert isinstance(err, StarRocksError)
     assert _cancelled(err) is final
+
+
+# -- commit behind (sinks/starrocks/behind.py) --------------------------------------------------
+
+
+def test_multi_deferred_commit_stops_loaded_and_commit_finishes_it():
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    running = committer("multi", api)
+    assert isinstance(running, MultiTableCommitter)
+    result = running.run(replace(plan(), defer_commit=True))
+    assert (result.outcome, result.labels) == (Outcome.LOADED, (label(0),))
+    assert "commit" not in names(api)
+    assert server.open_labels() == [label(0)]  # loaded, progress included, not visible
+    assert running.commit(label(0)) is Verdict.COMMITTED
+    assert_applied_once(server)
+
+
+@pytest.mark.parametrize("before", ["open", "committed", "restart", "rolled_back"])
+def test_multi_settle_of_an_earlier_runs_label(before):
+    """At start: a loaded label is committed if still open, and ABORTED once it is gone."""
+    server = FakeStarRocks(registration="commit")
+    committer("multi", ScriptedApi(server)).run(replace(plan(), defer_commit=True))
+    if before == "committed":
+        server.commit(label(0), None)
+    elif before == "restart":
+        server.restart()  # an FE restart cancels a begun multi-table task
+    elif before == "rolled_back":
+        server.rollback(label(0), None)
+    settling = committer("multi", ScriptedApi(server))
+    assert isinstance(settling, MultiTableCommitter)
+    verdict = settling.settle(label(0))
+    if before in ("open", "committed"):
+        assert verdict is Verdict.COMMITTED
+        assert_applied_once(server)
+    else:
+        assert verdict is Verdict.ABORTED
+        assert server.visible.get("orders", []) == []

@@ -1,0 +1,99 @@
+"""The pipeline's side of commit behind (``sinks/starrocks/behind.py``): the note, the rewind.
+
+The sink commits batch ``b`` while Spark records it and plans ``b + 1``. Before the commit
+starts, the sink's note (``cdc-commit-behind.json``, next to Spark's checkpoint) names ``b``'s
+label. At start, before the query, :func:`recover` settles that label: committed already, or
+committed now if its transaction is still open. If StarRocks no longer holds it (timed out,
+cancelled by an FE restart), Spark must not go on from ``b``: the checkpoint is rewound so that
+Spark replays ``b`` (its offsets and batch timestamp from the offset log, its state version
+from the state store, so the same rows under a new attempt of the label).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from app.checkpoint_files import CheckpointFiles
+from sinks.starrocks.behind import PendingCommit
+from sinks.starrocks.steps import Verdict
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+NOTE_FILE = "cdc-commit-behind.json"
+
+
+class Settles(Protocol):
+    """What :func:`recover` needs of the sink."""
+
+    def settle_pending(self, pending: PendingCommit) -> Verdict:
+        """COMMITTED, or ABORTED when the batch must be loaded again."""
+
+
+class CheckpointNote:
+    """The sink's note of its pending commit, in the checkpoint folder (any Hadoop FS)."""
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self._files = files
+
+    @classmethod
+    def at(cls, spark: SparkSession, location: str) -> CheckpointNote:
+        """The note of the checkpoint at ``location``."""
+        return cls(CheckpointFiles(spark, location))
+
+    def save(self, pending: PendingCommit) -> None:
+        """Write the note; Spark writes the batch's commit log entry only after this."""
+        self._files.write_json(NOTE_FILE, pending.as_json())
+
+    def load(self) -> PendingCommit | None:
+        """The note an earlier run left, if any."""
+        if not self._files.exists(NOTE_FILE):
+            return None
+        pending = PendingCommit.from_json(self._files.read_json(NOTE_FILE))
+        if pending is None:
+            # Written only inside a batch that then never returned: Spark replays that batch.
+            log.warning("ignoring an unreadable %s in the checkpoint", NOTE_FILE)
+        return pending
+
+    def clear(self) -> None:
+        """Remove the note (its commit is settled, or the checkpoint rewound past it)."""
+        self._files.delete(NOTE_FILE)
+
+
+def recover(note: CheckpointNote, files: CheckpointFiles, sink: Settles) -> int | None:
+    """Settle an earlier run's commit behind; the batch id replayed, or ``None``.
+
+    Called on the driver before the query starts (and before a restart in the same process).
+    Rewinds the checkpoint when the noted batch was recorded by Spark but its transaction is
+    gone: offset log entries after it, then commit log entries from it on, newest first, and
+    the note last, so that a crash half-way leaves a note that rewinds again.
+    """
+    pending = note.load()
+    if pending is None:
+        return None
+    if sink.settle_pending(pending) is Verdict.COMMITTED:
+        note.clear()
+        return None
+    committed = files.batch_ids("commits")
+    if pending.batch_id not in committed:
+        # Spark never recorded the batch: it replays it anyway.
+        note.clear()
+        return None
+    for batch_id in reversed(files.batch_ids("offsets")):
+        if batch_id > pending.batch_id:
+            files.delete(f"offsets/{batch_id}")
+    for batch_id in reversed(committed):
+        if batch_id >= pending.batch_id:
+            files.delete(f"commits/{batch_id}")
+    note.clear()
+    log.warning(
+        "StarRocks no longer holds batch %s's transaction (label %s), which an earlier run "
+        "loaded and left to commit: the checkpoint is rewound and Spark replays batch %s",
+        pending.batch_id,
+        pending.label,
+        pending.batch_id,
+    )
+    return pending.batch_id

@@ -1,0 +1,79 @@
+"""Recovering an earlier run's commit behind: settled, or the checkpoint rewound to replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.commit_behind import recover
+from sinks.starrocks.behind import PendingCommit
+from sinks.starrocks.steps import Verdict
+
+pytestmark = pytest.mark.unit
+
+
+class Files:
+    """Spark's offset and commit logs as batch ids; deletions in order."""
+
+    def __init__(self, offsets: list[int], commits: list[int]) -> None:
+        self.logs = {"offsets": offsets, "commits": commits}
+        self.deleted: list[str] = []
+
+    def batch_ids(self, folder: str) -> list[int]:
+        return sorted(self.logs[folder])
+
+    def delete(self, name: str) -> bool:
+        folder, batch = name.split("/")
+        self.logs[folder].remove(int(batch))
+        self.deleted.append(name)
+        return True
+
+
+class Note:
+    def __init__(self, pending: PendingCommit | None) -> None:
+        self.pending = pending
+
+    def load(self) -> PendingCommit | None:
+        return self.pending
+
+    def clear(self) -> None:
+        self.pending = None
+
+
+class Sink:
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        self.settled: list[PendingCommit] = []
+
+    def settle_pending(self, pending: PendingCommit) -> Verdict:
+        self.settled.append(pending)
+        return self.verdict
+
+
+PENDING = PendingCommit("q", 5, "t-q-5-0")
+
+
+def test_no_note_nothing_to_do():
+    files = Files([0, 1], [0, 1])
+    assert recover(Note(None), files, Sink(Verdict.ABORTED)) is None  # type: ignore[arg-type]
+    assert files.deleted == []
+
+
+def test_a_committed_label_leaves_the_checkpoint_as_it_is():
+    files, note, sink = Files([4, 5, 6], [4, 5]), Note(PENDING), Sink(Verdict.COMMITTED)
+    assert recover(note, files, sink) is None  # type: ignore[arg-type]
+    assert (files.deleted, note.pending, sink.settled) == ([], None, [PENDING])
+
+
+def test_a_lost_transaction_spark_recorded_rewinds_to_replay_its_batch():
+    files, note = Files([4, 5, 6], [4, 5]), Note(PENDING)
+    assert recover(note, files, Sink(Verdict.ABORTED)) == 5  # type: ignore[arg-type]
+    # Offsets after the batch first, then its commit: a crash in between rewinds again.
+    assert files.deleted == ["offsets/6", "commits/5"]
+    assert files.logs == {"offsets": [4, 5], "commits": [4]}
+    assert note.pending is None
+
+
+def test_a_lost_transaction_spark_never_recorded_needs_no_rewind():
+    files, note = Files([4, 5], [4]), Note(PENDING)
+    assert recover(note, files, Sink(Verdict.ABORTED)) is None  # type: ignore[arg-type]
+    assert (files.deleted, note.pending) == ([], None)

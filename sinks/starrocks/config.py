@@ -86,7 +86,8 @@ class StarRocksSinkConfig:
     load_in_task: bool = True
     # With load_in_task: a batch's commit runs while Spark starts the next batch
     # (sinks/starrocks/behind.py); false: write_batch returns once StarRocks committed.
-    commit_behind: bool = True
+    # Off by default: on the 2-core bench host it did not pay (docs/benchmarks.md, "Tried").
+    commit_behind: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StarRocksSinkConfig:
@@ -388,5 +389,5 @@ def _parse(options: Mapping[str, str]) -> StarRocksSinkConfig:
         filtered_rows=filtered_rows,
         filtered_rows_max_txns=opt.integer("sink.filtered-rows.max-transactions", 10, minimum=1),
         load_in_task=opt.boolean("sink.load-in-task", True),
-        commit_behind=opt.boolean("sink.commit-behind", True),
+        commit_behind=opt.boolean("sink.commit-behind", False),
     )

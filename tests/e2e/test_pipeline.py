@@ -208,7 +208,12 @@ def test_a_commit_behind_that_fails_restarts_the_query_in_process_exactly_once(
     stack.emulator.control.fail_next(
         "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
     )
-    pipeline = start_pipeline(stack, tmp_path, "starrocks.sink.buffer-flush.interval-ms=500")
+    pipeline = start_pipeline(
+        stack,
+        tmp_path,
+        "starrocks.sink.buffer-flush.interval-ms=500",
+        "starrocks.sink.commit-behind=true",
+    )
     watcher = Watcher(stack)
     result = generate(config)
     ends = topic_end_offsets(stack.bootstrap, TOPIC, 2)

@@ -54,7 +54,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
 
     first = Recorder()
     run(first)
-    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committing")]
+    assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committed")]
     assert orders() == [1, 101]
 
     # Spark's state after a crash right after the sink's commit: the batch is in the offset log
@@ -67,7 +67,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     run(second)
     replayed, after = second.seen
     assert (replayed.batch_id, replayed.outcome, replayed.skipped) == (0, "already_applied", True)
-    assert (after.batch_id, after.outcome, after.transactions) == (1, "committing", 1)
+    assert (after.batch_id, after.outcome, after.transactions) == (1, "committed", 1)
     assert orders() == [1, 2, 101]
     # One StarRocks transaction per batch, none for the replay.
     labels = emulator.control.labels("demo")
@@ -94,7 +94,9 @@ def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_re
     produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
     produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
     checkpoint = tmp_path / "ck"
-    config = topic_config(emulator, bootstrap, topic, checkpoint)
+    config = topic_config(
+        emulator, bootstrap, topic, checkpoint, "starrocks.sink.commit-behind=true"
+    )
 
     def orders() -> list[int]:
         return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]

@@ -12,14 +12,11 @@ from the state store, so the same rows under a new attempt of the label).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from app.checkpoint_files import CheckpointFiles
 from sinks.starrocks.behind import PendingCommit
 from sinks.starrocks.steps import Verdict
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +35,6 @@ class CheckpointNote:
 
     def __init__(self, files: CheckpointFiles) -> None:
         self._files = files
-
-    @classmethod
-    def at(cls, spark: SparkSession, location: str) -> CheckpointNote:
-        """The note of the checkpoint at ``location``."""
-        return cls(CheckpointFiles(spark, location))
 
     def save(self, pending: PendingCommit) -> None:
         """Write the note; Spark writes the batch's commit log entry only after this."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,9 +76,8 @@ class CommitBehind:
     def __init__(self, store: PendingStore) -> None:
         self._store = store
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="starrocks-commit")
-        self._pending: tuple[PendingCommit, Future[Verdict], float] | None = None
-        #: Milliseconds the last commit took, and when it ended (epoch seconds).
-        self.last_commit_ms = 0.0
+        self._pending: tuple[PendingCommit, Future[Verdict]] | None = None
+        #: When the last commit ended (epoch seconds).
         self.last_commit_end = 0.0
         #: Set as soon as a commit behind did not commit, for whoever watches the query: with
         #: no next batch (no new data), nothing else would notice.
@@ -90,24 +89,19 @@ class CommitBehind:
             msg = f"batch {self._pending[0].batch_id}'s commit is not settled"
             raise RuntimeError(msg)
         self._store.save(pending)
-        started = time.monotonic()
 
         def timed() -> Verdict:
             verdict = commit()
-            self.last_commit_ms = (time.monotonic() - started) * 1000
             self.last_commit_end = time.time()
             return verdict
 
         future = self._pool.submit(timed)
+        # Runs in the commit thread, possibly after settle() has returned from result().
         future.add_done_callback(lambda done: self._watch(pending, done))
-        self._pending = (pending, future, started)
+        self._pending = (pending, future)
 
     def _watch(self, pending: PendingCommit, done: Future[Verdict]) -> None:
-        error = done.exception()
-        if error is not None:
-            self.failure = _failed(pending, f"its commit failed: {error}")
-        elif done.result() is not Verdict.COMMITTED:
-            self.failure = _failed(pending, "StarRocks aborted its transaction at commit")
+        self.failure = _failure(pending, done)
 
     def settle(self) -> PendingCommit | None:
         """Wait for the commit in flight; the batch it committed, or ``None`` if none.
@@ -118,20 +112,18 @@ class CommitBehind:
         """
         if self._pending is None:
             return None
-        pending, future, _ = self._pending
+        pending, future = self._pending
         self._pending = None
-        try:
-            verdict = future.result()
-        except Exception as e:
-            raise _failed(pending, f"its commit failed: {e}") from e
-        if verdict is not Verdict.COMMITTED:
-            raise _failed(pending, "StarRocks aborted its transaction at commit")
+        wait([future])
+        failure = _failure(pending, future)
+        if failure is not None:
+            raise failure from future.exception()
         return pending
 
     def close(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the commit in flight; anything left is recovered."""
         if self._pending is not None:
-            pending, future, _ = self._pending
+            pending, future = self._pending
             try:
                 future.result(timeout=timeout_s)
             except Exception as e:  # the next start settles it (app/commit_behind.py)
@@ -143,6 +135,16 @@ class CommitBehind:
                 )
             self._pending = None
         self._pool.shutdown(wait=False)
+
+
+def _failure(pending: PendingCommit, done: Future[Verdict]) -> CommitBehindError | None:
+    """What a finished commit behind says: ``None`` if it committed, else the error to raise."""
+    error = done.exception()
+    if error is not None:
+        return _failed(pending, f"its commit failed: {error}")
+    if done.result() is not Verdict.COMMITTED:
+        return _failed(pending, "StarRocks aborted its transaction at commit")
+    return None
 
 
 def _failed(pending: PendingCommit, why: str) -> CommitBehindError:

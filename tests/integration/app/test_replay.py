@@ -23,6 +23,17 @@ from tests.integration.app.test_one_job_per_batch import start, topic_config
 pytestmark = pytest.mark.integration
 
 
+def two_orders_and_an_open_one(bootstrap: str, topic: str) -> None:
+    """Orders 1 and 101 whole; order 2 still open, so the state store carries it over."""
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
+    produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
+
+
+def orders(emulator: EmulatorHandle) -> list[int]:
+    return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
+
+
 def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_skipped(
     spark: Any,
     kafka_broker: KafkaBroker | ExternalBroker,
@@ -32,15 +43,10 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     emulator = starrocks_emulator
     bootstrap = kafka_broker.bootstrap
     topic = f"replay-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, 2)
     # Order 2 is still open when the batch ends: the state store carries it over the replay.
-    produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
-    produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
+    two_orders_and_an_open_one(bootstrap, topic)
     checkpoint = tmp_path / "ck"
     config = topic_config(emulator, bootstrap, topic, checkpoint)
-
-    def orders() -> list[int]:
-        return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
 
     def run(recorder: Recorder) -> None:
         query = start(spark, config, recorder)
@@ -50,12 +56,12 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
         finally:
             query.stop()
             detach_listeners(spark)
-            recorder.sink.close()  # the last batch's commit behind settles
+            recorder.sink.close()
 
     first = Recorder()
     run(first)
     assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committed")]
-    assert orders() == [1, 101]
+    assert orders(emulator) == [1, 101]
 
     # Spark's state after a crash right after the sink's commit: the batch is in the offset log
     # and its state is written, but the commit log does not have it.
@@ -68,7 +74,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     replayed, after = second.seen
     assert (replayed.batch_id, replayed.outcome, replayed.skipped) == (0, "already_applied", True)
     assert (after.batch_id, after.outcome, after.transactions) == (1, "committed", 1)
-    assert orders() == [1, 2, 101]
+    assert orders(emulator) == [1, 2, 101]
     # One StarRocks transaction per batch, none for the replay.
     labels = emulator.control.labels("demo")
     assert sorted(labels.values()) == ["VISIBLE", "VISIBLE"], labels
@@ -90,16 +96,11 @@ def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_re
     emulator = starrocks_emulator
     bootstrap = kafka_broker.bootstrap
     topic = f"rewind-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, 2)
-    produce(bootstrap, topic, [*order_txn(1), *order_txn(2, end=False)], partition=0, key=b"k")
-    produce(bootstrap, topic, order_txn(101), partition=1, key=b"k")
+    two_orders_and_an_open_one(bootstrap, topic)
     checkpoint = tmp_path / "ck"
     config = topic_config(
         emulator, bootstrap, topic, checkpoint, "starrocks.sink.commit-behind=true"
     )
-
-    def orders() -> list[int]:
-        return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
 
     emulator.control.fail_next(
         "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
@@ -118,7 +119,7 @@ def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_re
         detach_listeners(spark)
         first.sink.close()
     assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committing")]
-    assert orders() == []
+    assert orders(emulator) == []
 
     second = Recorder()
     query = start(spark, config, second)  # recovery: the lost label, then the rewind
@@ -131,6 +132,6 @@ def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_re
         second.sink.close()
     assert [(s.batch_id, s.outcome) for s in second.seen] == [(0, "committing"), (1, "committing")]
     assert [s.transactions for s in second.seen] == [2, 1]
-    assert orders() == [1, 2, 101]
+    assert orders(emulator) == [1, 2, 101]
     states = sorted(emulator.control.labels("demo").values())
     assert states.count("VISIBLE") == 2, states  # batch 0's next attempt and batch 1

@@ -73,7 +73,10 @@ class Sizes:
 
 
 FULL = Sizes(
-    main_rows=100_000,
+    # 16 micro-batches a run: with 4 (100,000 rows) one run's first batch and timing jitter
+    # moved pipeline / bare by +-0.15 between runs (medians 0.54-0.90 on 11-28); two 16-batch
+    # runs at 18:28 and 18:42 gave medians 0.59 and 0.58 (docs/benchmarks.md, "Longer ceilings").
+    main_rows=400_000,
     max_offsets=30_000,
     sweep_rows=45_000,
     asm_rows=100_000,
@@ -147,13 +150,14 @@ STEP_WEIGHTS = {
     "broker": 3.0,
     "emulator": 5.0,
     "warm-up": 25.0,
-    "source_only": 6.0,
-    "bare_stateful": 8.0,
-    "source_assembler": 10.0,
-    "passthrough": 11.0,
-    "pipeline_load_job": 16.0,
-    "pipeline": 14.0,
-    "pipeline_writes_off": 12.0,
+    # 16 batches a run (main_rows)
+    "source_only": 8.0,
+    "bare_stateful": 14.0,
+    "source_assembler": 18.0,
+    "passthrough": 18.0,
+    "pipeline_load_job": 32.0,
+    "pipeline": 22.0,
+    "pipeline_writes_off": 20.0,
     "assembler": 60.0,
     "sweeps": 150.0,
     "latency": 100.0,
@@ -394,7 +398,7 @@ class Bench:
 
         # Each query runs once per round, rounds one after the other, so that a burst of
         # other load hits one round of every query, not every round of one; each query's
-        # median round is the one compared (one run of 4 batches varies by +-20 %). Round 0
+        # median round is the one compared (one run of 16 batches varies by ~+-10 %). Round 0
         # is not counted: the JIT has compiled little by then, and the ceilings gain more from
         # it than the pipeline (over bare, first rounds 1.15 and 0.93 against 0.49-0.83 after,
         # two nine-round runs on 11-28; docs/benchmarks.md, "Cold rounds").

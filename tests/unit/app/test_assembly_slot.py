@@ -101,8 +101,8 @@ def test_a_slot_state_of_another_version_is_refused_naming_the_slot() -> None:
 def test_a_batch_leaves_the_collector_nothing_to_walk() -> None:
     """The batch's records and rows are freed before the collector is back on.
 
-    Otherwise its first allocation after the batch walks every one of them (a full
-    collection's worth: 0.2 µs a record in ``benchmarks.hot_paths``).
+    Otherwise the collector's first allocation after the batch walks every one of them
+    (0.2 µs a record in ``benchmarks.hot_paths``).
     """
     records = []
     for t in range(300):

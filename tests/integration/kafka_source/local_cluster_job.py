@@ -15,6 +15,7 @@ import time
 
 from pyspark.sql import SparkSession
 
+from app.session import BASE_CONF, KAFKA_V2_OFF
 from app.source import read_kafka_stream
 from devstack.jars import spark_jars_conf
 
@@ -30,6 +31,8 @@ def main() -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.jars", spark_jars_conf())
+        # The app's Kafka reader (v1): its records are read in executors of their own too.
+        .config(KAFKA_V2_OFF, BASE_CONF[KAFKA_V2_OFF])
         # Loopback only: executors and the driver talk over 127.0.0.1, never a real interface.
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")

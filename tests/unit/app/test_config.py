@@ -302,3 +302,13 @@ def test_python_workers_use_a_unix_domain_socket_unless_the_user_says_otherwise(
     assert session_conf(load_config(conf_file, []))[key] == "true"
     mine = load_config(conf_file, [f"spark.conf.{key}=false"])
     assert session_conf(mine)[key] == "false"
+
+
+def test_kafka_is_read_through_the_v1_source_unless_the_user_says_otherwise(
+    conf_file: Path,
+) -> None:
+    from app.session import KAFKA_PROVIDER, KAFKA_V2_OFF, session_conf
+
+    assert session_conf(load_config(conf_file, []))[KAFKA_V2_OFF] == KAFKA_PROVIDER
+    back = load_config(conf_file, [f"spark.conf.{KAFKA_V2_OFF}="])
+    assert session_conf(back)[KAFKA_V2_OFF] == ""

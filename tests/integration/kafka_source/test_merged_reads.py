@@ -10,30 +10,9 @@ import pytest
 
 from app.source import read_kafka_stream
 from devstack.kafka import KafkaBroker, produce
-from tests.fixtures.kafka import from_start
+from tests.fixtures.kafka import from_start, partition_counts
 
 pytestmark = pytest.mark.integration
-
-
-def _counts(spark: Any, events: Any, checkpoint: Path) -> dict[int, int]:
-    """A stateful count per partition over everything available; returns the running totals."""
-    seen: dict[int, int] = {}
-
-    def on_batch(df: Any, _batch_id: int) -> None:
-        seen.update({int(r["partition"]): int(r["count"]) for r in df.collect()})
-
-    query = (
-        events.groupBy("partition")
-        .count()
-        .writeStream.outputMode("update")
-        .foreachBatch(on_batch)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(180), "the query did not finish"
-    assert query.exception() is None
-    return seen
 
 
 def test_reads_are_merged_without_a_shuffle(
@@ -63,8 +42,8 @@ def test_a_checkpoint_written_with_one_task_per_partition_resumes_merged(
     raw = spark.readStream.format("kafka")
     for key, value in options.items():
         raw = raw.option(key, value)
-    assert _counts(spark, raw.load(), tmp_path / "cp") == dict.fromkeys(range(6), 10)
+    assert partition_counts(raw.load(), tmp_path / "cp")[0] == dict.fromkeys(range(6), 10)
     fill()
     # Same checkpoint, reads merged into one task: state and offsets carry on.
     merged = read_kafka_stream(spark, options, 1)
-    assert _counts(spark, merged, tmp_path / "cp") == dict.fromkeys(range(6), 20)
+    assert partition_counts(merged, tmp_path / "cp")[0] == dict.fromkeys(range(6), 20)

@@ -12,7 +12,7 @@ import pytest
 from app.session import BASE_CONF, KAFKA_V2_OFF
 from app.source import read_kafka_stream
 from devstack.kafka import KafkaBroker, produce
-from tests.fixtures.kafka import from_start
+from tests.fixtures.kafka import from_start, partition_counts
 
 pytestmark = pytest.mark.integration
 
@@ -31,24 +31,8 @@ def _reader(spark: Any, value: str) -> Iterator[None]:
 
 def _counts(spark: Any, options: dict[str, str], checkpoint: Path) -> tuple[dict[int, int], str]:
     """Running record counts per partition over everything available, and the source's name."""
-    seen: dict[int, int] = {}
-
-    def on_batch(df: Any, _batch_id: int) -> None:
-        seen.update({int(r["partition"]): int(r["count"]) for r in df.collect()})
-
-    query = (
-        read_kafka_stream(spark, options)
-        .groupBy("partition")
-        .count()
-        .writeStream.outputMode("update")
-        .foreachBatch(on_batch)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(180), "the query did not finish"
-    assert query.exception() is None
-    return seen, str(query.lastProgress["sources"][0]["description"])
+    counts, query = partition_counts(read_kafka_stream(spark, options), checkpoint)
+    return counts, str(query.lastProgress["sources"][0]["description"])
 
 
 def _fill(bootstrap: str, topic: str) -> None:

@@ -489,6 +489,14 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             summary.append(line)
         if "scaling.png" in images:
             md += [f"![scaling]({image_prefix}scaling.png)", ""]
+    flat = res.get("flat")
+    if flat:
+        md += _flat_section(flat)
+        rounds = ", ".join(f"{r:.2f}" for r in flat["round_ratios"])
+        summary.append(
+            f"flat (target 6, steady): own µs per row, 64 / 4 partitions {flat['ratio']:.2f} "
+            f"(batches {flat['skip'] + 1} on; by round {rounds})"
+        )
     lat_rows = res.get("latency_vs_trigger")
     if lat_rows:
         md += [
@@ -549,6 +557,34 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 summary.append(f"profile ({role}): top self-time category {top[0]} {top[1]:.0%}")
     (out / "report.md").write_text("\n".join(md) + "\n")
     return "\n".join(summary)
+
+
+def _flat_section(flat: dict[str, Any]) -> list[str]:
+    """Target 6 in steady state (``benchmarks.run`` part ``flat``)."""
+    shapes = flat["shapes"]
+    md = [
+        "### Target 6 in steady state: the pipeline's own cost at 4 and 64 partitions",
+        "",
+        f"Each query reads {flat['batches']} micro-batches of the sweep's size; its first "
+        f"{flat['skip']} are left out (a query's first seconds cost more). Own cost: the "
+        "median µs of `triggerExecution` per record, minus that of source -> noop run just "
+        "before it on the same topic, per row. The two shapes alternate their order round by "
+        "round.",
+        "",
+        "| partitions | own µs per row, by round | median |",
+        "| ---: | --- | ---: |",
+    ]
+    for shape in shapes:
+        rounds = ", ".join(f"{c:.1f}" for c in shape["own_us_per_row"])
+        md.append(f"| {shape['partitions']} | {rounds} | {shape['median']:.1f} |")
+    md += [
+        "",
+        f"{shapes[-1]['partitions']} / {shapes[0]['partitions']} partitions: "
+        f"**{flat['ratio']:.2f}** (round by round "
+        f"{', '.join(f'{r:.2f}' for r in flat['round_ratios'])}).",
+        "",
+    ]
+    return md
 
 
 CPU_ROLES = (

@@ -14,8 +14,10 @@ Starts its own Apache Kafka broker and StarRocks emulator (loopback, fresh data 
 2. the pipeline in the same session (``app.pipeline.start_query`` + the real sink) and the
    ratios pipeline / each ceiling;
 3. the assembler alone over a parquet file stream: real state machine vs trivial function;
-4. scaling: partitions, transaction size, row size (throughput), trigger interval
-   (visibility latency at a steady rate), and state memory with many open transactions;
+4. scaling: partitions, transaction size, row size (throughput); the pipeline's own cost at 4
+   and 64 partitions in steady state (target 6: longer queries, their first batches left
+   out); trigger interval (visibility latency at a steady rate); state memory with many open
+   transactions;
 5. the pipeline as users run it (``spark-submit.sh``): catch-up rate on a pre-filled topic
    with py-spy profiles of the Python workers and driver, then visibility latency at a steady
    rate, with peak RSS of the JVM, the Python driver and the Python workers;
@@ -69,6 +71,9 @@ class Sizes:
     ceiling_warm_up_round: bool  # one more round of the ceilings first, not counted
     sweep_rounds: int
     sweep_batches: int  # micro-batches per sweep run (the first one is left out of warm rates)
+    flat_rounds: int  # rounds of the steady target-6 pair (4 and 64 partitions alternating)
+    flat_batches: int  # micro-batches per query of that pair
+    flat_skip: int  # its first batches, left out (a query's first seconds cost more)
     idle_s: float  # seconds of the idle window
 
 
@@ -96,6 +101,12 @@ FULL = Sizes(
     # three rounds on 11-28, so one round moved the 64 / 4 ratio by a third.
     sweep_rounds=5,
     sweep_batches=15,
+    # 45-batch queries, their first 10 left out: the first ~20-30 batches of a query cost more,
+    # the more so in a session's first queries at a shape (docs/benchmarks.md, "Target 6 in
+    # steady state").
+    flat_rounds=5,
+    flat_batches=45,
+    flat_skip=10,
     idle_s=60,
 )
 QUICK = Sizes(
@@ -113,12 +124,16 @@ QUICK = Sizes(
     ceiling_warm_up_round=False,
     sweep_rounds=1,
     sweep_batches=5,
+    flat_rounds=1,
+    flat_batches=6,
+    flat_skip=2,
     idle_s=10,
 )
 PARTS = (
     "ceilings",
     "assembler",
     "sweeps",
+    "flat",
     "latency",
     "state",
     "catchup",
@@ -126,6 +141,9 @@ PARTS = (
     "idle",
     "profile",
 )
+#: The steady target-6 pair: its shapes' partitions and records per micro-batch (the sweep's).
+FLAT_PARTITIONS = (4, 64)
+FLAT_BATCH_RECORDS = 3_600
 #: The in-process queries of the ceilings part, in the order they run.
 CEILING_QUERIES = (
     "source_only",
@@ -160,6 +178,7 @@ STEP_WEIGHTS = {
     "pipeline_writes_off": 20.0,
     "assembler": 60.0,
     "sweeps": 150.0,
+    "flat": 170.0,
     "latency": 100.0,
     "state": 40.0,
     "catchup": 60.0,
@@ -531,6 +550,43 @@ class Bench:
             axis: [done[shape] for shape in shapes] for axis, shapes in points.items()
         }
 
+    def flat(self) -> None:
+        """Target 6 in steady state: the pipeline's own cost per row at 4 and at 64 partitions.
+
+        The sweep's 15-batch runs measure a query's first seconds, which cost more at 64
+        partitions, and one of its rounds moved the 64 / 4 ratio by a third. Here each query
+        reads ``flat_batches`` batches of the sweep's size and the first ``flat_skip`` are left
+        out; the two shapes alternate their order round by round, and each pipeline run has
+        the source -> noop run just before it subtracted (:func:`steady_own_us_per_row`).
+        """
+        from benchmarks import spark_queries as q
+        from benchmarks.workload import Shape
+
+        s = self.sizes
+        self.step(f"flat ({SOURCE})")
+        shapes = [Shape(p, 10, 100) for p in FLAT_PARTITIONS]
+        # 10-row transactions are 12 records per 10 rows.
+        rows = s.flat_batches * FLAT_BATCH_RECORDS * 10 // 12
+        data = {shape: self.prefill(shape, rows, "flat") for shape in shapes}
+        own: dict[int, list[float]] = {shape.partitions: [] for shape in shapes}
+        for r in range(s.flat_rounds):
+            for shape in shapes if r % 2 == 0 else shapes[::-1]:
+                topic, prod = data[shape]
+                kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
+                src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, FLAT_BATCH_RECORDS)
+                read = q.measure("source", q.to_noop(src, "flat_source"), **kw)
+                self.truncate()
+                name = f"flat-{uuid.uuid4().hex[:6]}"
+                start = q.pipeline(self.spark, self.stack, topic, FLAT_BATCH_RECORDS, name)
+                pipe = q.measure("pipeline", start, **kw)
+                cost = steady_own_us_per_row(pipe.as_dict(), read.as_dict(), s.flat_skip)
+                own[shape.partitions].append(cost)
+                log(
+                    f"  {shape.label()}, round {r + 1}/{s.flat_rounds}: pipeline's own cost "
+                    f"{cost:.1f} us per row over batches {s.flat_skip + 1}-{pipe.batches}"
+                )
+        self.results["flat"] = flat_summary(own, s.flat_skip, s.flat_batches)
+
     def latency(self) -> None:
         """Visibility latency vs trigger interval, in process, at a steady moderate rate."""
         from benchmarks import spark_queries as q
@@ -744,6 +800,43 @@ def own_costs(pipeline: list[dict[str, Any]], source: list[dict[str, Any]]) -> l
     return costs
 
 
+def steady_us_per_record(run: dict[str, Any], skip: int) -> float:
+    """Median µs of ``triggerExecution`` per record over a run's batches after the first ``skip``.
+
+    A last batch of less than half a full one (the rate limit's rounding left over at the end
+    of the data) is left out, as the sweep's warm rates leave it out.
+    """
+    batches = list(zip(run["durations_ms"], run["batch_records"], strict=True))[skip:]
+    full = max((n for _, n in batches), default=0)
+    if len(batches) > 1 and batches[-1][1] * 2 < full:
+        batches = batches[:-1]
+    if not batches:
+        raise ValueError(f"{run.get('name')}: no batches after the first {skip}")
+    return statistics.median(d.get("triggerExecution", 0) * 1000 / n for d, n in batches if n)
+
+
+def steady_own_us_per_row(pipeline: dict[str, Any], source: dict[str, Any], skip: int) -> float:
+    """The pipeline's steady µs per row beyond Spark's reading of the same topic."""
+    per_record = steady_us_per_record(pipeline, skip) - steady_us_per_record(source, skip)
+    return round(per_record * pipeline["records"] / pipeline["rows"], 2)
+
+
+def flat_summary(own: dict[int, list[float]], skip: int, batches: int) -> dict[str, Any]:
+    """The steady pair's result: each shape's rounds and median, 64 ÷ 4 of the medians and
+    round by round (each round's two shapes measured a minute apart at most)."""
+    low, high = min(own), max(own)
+    return {
+        "skip": skip,
+        "batches": batches,
+        "shapes": [
+            {"partitions": p, "own_us_per_row": costs, "median": statistics.median(costs)}
+            for p, costs in sorted(own.items())
+        ],
+        "ratio": statistics.median(own[high]) / statistics.median(own[low]),
+        "round_ratios": [round(h / lo, 2) for h, lo in zip(own[high], own[low], strict=True)],
+    }
+
+
 def ceiling_ratios(runs: dict[str, Any]) -> dict[str, Any]:
     """``{"runs", "ratios", "ratios_cpu"}``: the pipeline's rate over each other run's."""
     pipe = runs.get("pipeline") or {}
@@ -923,6 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
             ("ceilings", bench.ceilings),
             ("assembler", bench.assembler),
             ("sweeps", bench.sweeps),
+            ("flat", bench.flat),
             ("latency", bench.latency),
             ("state", bench.state),
             (

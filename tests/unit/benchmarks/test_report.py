@@ -6,7 +6,15 @@ from typing import Any
 import pytest
 
 from benchmarks.report import write_report
-from benchmarks.run import ceiling_ratios, median_round, own_costs, plan_steps
+from benchmarks.run import (
+    ceiling_ratios,
+    flat_summary,
+    median_round,
+    own_costs,
+    plan_steps,
+    steady_own_us_per_row,
+    steady_us_per_record,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -43,7 +51,7 @@ def test_the_assembler_alone_bounds_the_pipeline_ratios() -> None:
 
 
 def test_plan_names_the_source_and_drops_skipped_parts() -> None:
-    labels = [label for label, _ in plan_steps({"sweeps", "latency", "state", "steady"})]
+    labels = [label for label, _ in plan_steps({"sweeps", "flat", "latency", "state", "steady"})]
     assert labels[:4] == [
         "start broker + emulator",
         "ceilings: prefill",
@@ -53,6 +61,8 @@ def test_plan_names_the_source_and_drops_skipped_parts() -> None:
     assert "pipeline (kafka)" in labels
     assert labels[-3:] == ["assembler", "catchup (kafka)", "idle (kafka)"]
     assert "idle (kafka)" not in [label for label, _ in plan_steps({"idle"})]
+    everything = [label for label, _ in plan_steps(set())]
+    assert everything.index("sweeps (kafka)") + 1 == everything.index("flat (kafka)")
 
 
 def test_each_query_keeps_its_median_round_and_every_round_ratio() -> None:
@@ -157,6 +167,47 @@ def test_the_scaling_table_gives_the_own_cost_and_its_64_over_4_partitions(
         "source -> noop), 64 / 4 partitions 0.90" in summary
     )
     assert "| 12,000 | 90.0 (83.3-95.0) |" in (tmp_path / "report.md").read_text()
+
+
+def steady_run(ms: list[float], records: list[int], rows: int = 0) -> dict[str, Any]:
+    durations = [{"triggerExecution": t, "addBatch": t / 2} for t in ms]
+    total = sum(records)
+    return {"durations_ms": durations, "batch_records": records, "records": total, "rows": rows}
+
+
+def test_a_steady_run_leaves_out_its_first_batches_and_a_short_last_one() -> None:
+    # 1,000 records a batch: 900 ms, 500, then 100, 300, 200 µs per record; a last batch of
+    # 100 records (400 µs per record) is the rate limit's rounding.
+    run = steady_run([900, 500, 100, 300, 200, 40], [1000] * 5 + [100])
+    assert steady_us_per_record(run, skip=2) == 200.0
+    assert steady_us_per_record(run, skip=0) == 300.0
+    with pytest.raises(ValueError, match="no batches after the first 6"):
+        steady_us_per_record(run, skip=6)
+
+
+def test_the_steady_own_cost_is_the_pipeline_minus_the_source_per_row() -> None:
+    # 12 records per 10 rows: (200 - 50) µs per record is 180 µs per row.
+    pipe = steady_run([999, 200, 200, 200], [1200] * 4, rows=4000)
+    pipe["durations_ms"][1:] = [{"triggerExecution": 240}] * 3
+    read = steady_run([999, 60, 60, 60], [1200] * 4)
+    assert steady_own_us_per_row(pipe, read, skip=1) == 180.0
+
+
+def test_the_flat_pair_gives_64_over_4_of_the_medians_and_round_by_round(
+    tmp_path: Path,
+) -> None:
+    flat = flat_summary({64: [120.0, 110.0, 150.0], 4: [100.0, 100.0, 125.0]}, 10, 45)
+    assert flat["ratio"] == 1.2
+    assert flat["round_ratios"] == [1.2, 1.1, 1.2]
+    summary = write_report({"flat": flat}, tmp_path)
+    assert (
+        "flat (target 6, steady): own µs per row, 64 / 4 partitions 1.20 (batches 11 on; "
+        "by round 1.20, 1.10, 1.20)" in summary
+    )
+    report = (tmp_path / "report.md").read_text()
+    assert "| 4 | 100.0, 100.0, 125.0 | 100.0 |" in report
+    assert "| 64 | 120.0, 110.0, 150.0 | 120.0 |" in report
+    assert "64 / 4 partitions: **1.20**" in report
 
 
 def test_the_report_gives_the_idle_pipelines_cost(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ STEP_WEIGHTS = {
     "pipeline_writes_off": 20.0,
     "assembler": 60.0,
     "sweeps": 150.0,
-    "flat": 170.0,
+    "flat": 260.0,
     "latency": 100.0,
     "state": 40.0,
     "catchup": 60.0,
@@ -558,6 +558,9 @@ class Bench:
         reads ``flat_batches`` batches of the sweep's size and the first ``flat_skip`` are left
         out; the two shapes alternate their order round by round, and each pipeline run has
         the source -> noop run just before it subtracted (:func:`steady_own_us_per_row`).
+        Each query starts once the one before has no consumer left in Spark's cache: a
+        64-partition pipeline started right after source -> noop paid ~4 µs a record more
+        for that query's idle consumers (docs/benchmarks.md, "Target 6 in steady state").
         """
         from benchmarks import spark_queries as q
         from benchmarks.workload import Shape
@@ -574,10 +577,12 @@ class Bench:
                 topic, prod = data[shape]
                 kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
                 src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, FLAT_BATCH_RECORDS)
+                q.wait_for_idle_consumers()
                 read = q.measure("source", q.to_noop(src, "flat_source"), **kw)
                 self.truncate()
                 name = f"flat-{uuid.uuid4().hex[:6]}"
                 start = q.pipeline(self.spark, self.stack, topic, FLAT_BATCH_RECORDS, name)
+                q.wait_for_idle_consumers()
                 pipe = q.measure("pipeline", start, **kw)
                 cost = steady_own_us_per_row(pipe.as_dict(), read.as_dict(), s.flat_skip)
                 own[shape.partitions].append(cost)

@@ -54,6 +54,21 @@ SOURCE = FORMAT
 CHECKPOINT_ROOT: str | None = None
 
 
+#: How long a stopped query's Kafka consumers stay cached in the benchmark session, and how
+#: often Spark's evictor looks (:func:`spark_conf`).
+CONSUMER_CACHE_TIMEOUT_S = 3
+CONSUMER_EVICTOR_S = 1
+
+
+def wait_for_idle_consumers() -> None:
+    """Sleep until the queries that ran before have no Kafka consumer left in the cache.
+
+    Spark's pool walks every cached consumer on each borrow: a 64-partition query started
+    right after another one's 64 consumers pays for them until the evictor drops them.
+    """
+    time.sleep(CONSUMER_CACHE_TIMEOUT_S + 2 * CONSUMER_EVICTOR_S)
+
+
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
     from app.session import BASE_CONF, DAEMON_CONF, LOCAL_CHECKPOINT_CONF
@@ -74,8 +89,8 @@ def spark_conf() -> dict[str, str]:
             # consumers cost each later 64-partition query ~12 ms a batch (docs/benchmarks.md).
             # The app runs one query. Here a stopped query's consumers leave within seconds; a
             # running query's stay, as it borrows them every batch.
-            "spark.kafka.consumer.cache.timeout": "3s",
-            "spark.kafka.consumer.cache.evictorThreadRunInterval": "1s",
+            "spark.kafka.consumer.cache.timeout": f"{CONSUMER_CACHE_TIMEOUT_S}s",
+            "spark.kafka.consumer.cache.evictorThreadRunInterval": f"{CONSUMER_EVICTOR_S}s",
             # Spark's Kafka connector, resolved by `make setup` (jvm/spark-kafka/pom.xml).
             "spark.jars": spark_jars_conf(),
         }

@@ -559,7 +559,7 @@ class Bench:
         out; the two shapes alternate their order round by round, and each pipeline run has
         the source -> noop run just before it subtracted (:func:`steady_own_us_per_row`).
         Each query starts once the one before has no consumer left in Spark's cache: a
-        64-partition pipeline started right after source -> noop paid ~4 µs a record more
+        64-partition pipeline started right after source -> noop paid ~3.5 µs a record more
         for that query's idle consumers (docs/benchmarks.md, "Target 6 in steady state").
         """
         from benchmarks import spark_queries as q
@@ -808,13 +808,11 @@ def own_costs(pipeline: list[dict[str, Any]], source: list[dict[str, Any]]) -> l
 def steady_us_per_record(run: dict[str, Any], skip: int) -> float:
     """Median µs of ``triggerExecution`` per record over a run's batches after the first ``skip``.
 
-    A last batch of less than half a full one (the rate limit's rounding left over at the end
-    of the data) is left out, as the sweep's warm rates leave it out.
+    A short last batch is left out, as the sweep's warm rates leave it out
+    (:func:`benchmarks.spark_queries.without_short_last`).
     """
-    batches = list(zip(run["durations_ms"], run["batch_records"], strict=True))[skip:]
-    full = max((n for _, n in batches), default=0)
-    if len(batches) > 1 and batches[-1][1] * 2 < full:
-        batches = batches[:-1]
+    pairs = list(zip(run["durations_ms"], run["batch_records"], strict=True))[skip:]
+    batches = spark_queries.without_short_last(pairs, lambda b: int(b[1]))
     if not batches:
         raise ValueError(f"{run.get('name')}: no batches after the first {skip}")
     return statistics.median(d.get("triggerExecution", 0) * 1000 / n for d, n in batches if n)

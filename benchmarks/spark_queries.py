@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -52,6 +52,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE = FORMAT
 #: Where measured queries keep their checkpoints (``benchmarks.run`` points it at its work dir).
 CHECKPOINT_ROOT: str | None = None
+
+T = TypeVar("T")
 
 
 #: How long a stopped query's Kafka consumers stay cached in the benchmark session, and how
@@ -231,14 +233,8 @@ def measure(
         "settle_ms": round(tail_ms, 1),
     }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
-    # running pipeline keeps, without the first batch's one-off start. Nor a last batch of
-    # less than half a full one: what the rate limit left over at the end of the pre-filled
-    # data (Spark rounds each partition's share), a batch's fixed cost for a few rows that a
-    # running pipeline does not pay; with many partitions it is there more often than not.
-    warm = in_order[1:]
-    full = max((int(p["numInputRows"]) for p in warm), default=0)
-    if len(warm) > 1 and int(warm[-1]["numInputRows"]) * 2 < full:
-        warm = warm[:-1]
+    # running pipeline keeps, without the first batch's one-off start.
+    warm = without_short_last(in_order[1:], lambda p: int(p["numInputRows"]))
     warm_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in warm)
     if warm and warm[-1] is in_order[-1]:
         warm_ms += tail_ms
@@ -261,6 +257,19 @@ def measure(
         cpu_s=sum(by_role.values()),
         row_bytes=row_bytes,
     )
+
+
+def without_short_last(batches: list[T], records: Callable[[T], int]) -> list[T]:
+    """``batches`` without a last one of less than half a full one.
+
+    That batch is what the rate limit left over at the end of the pre-filled data (Spark
+    rounds each partition's share): a batch's fixed cost for a few rows that a running
+    pipeline does not pay; with many partitions it is there more often than not.
+    """
+    full = max((records(b) for b in batches), default=0)
+    if len(batches) > 1 and records(batches[-1]) * 2 < full:
+        return batches[:-1]
+    return batches
 
 
 # Listeners the pipeline registered (app.pipeline.start_query adds a ProgressListener to the

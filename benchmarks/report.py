@@ -492,11 +492,17 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
     flat = res.get("flat")
     if flat:
         md += _flat_section(flat)
-        rounds = ", ".join(f"{r:.2f}" for r in flat["round_ratios"])
-        summary.append(
-            f"flat (target 6, steady): own µs per row, 64 / 4 partitions {flat['ratio']:.2f} "
-            f"(batches {flat['skip'] + 1} on; by round {rounds})"
+        line = (
+            f"flat (target 6, steady): own µs per row, 64 / 4 partitions "
+            f"{_f(flat['ratio'], '.2f')} (batches {flat['skip'] + 1} on; by round "
+            f"{_ratios(flat)})"
         )
+        if flat.get("bare") and flat.get("above_bare"):
+            line += (
+                f"; bare by slot {_f(flat['bare']['ratio'], '.2f')}, the pipeline above bare "
+                f"{_f(flat['above_bare']['ratio'], '.2f')}"
+            )
+        summary.append(line)
     lat_rows = res.get("latency_vs_trigger")
     if lat_rows:
         md += [
@@ -562,6 +568,7 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
 def _flat_section(flat: dict[str, Any]) -> list[str]:
     """Target 6 in steady state (``benchmarks.run`` part ``flat``)."""
     shapes = flat["shapes"]
+    bare, above = flat.get("bare"), flat.get("above_bare")
     md = [
         "### Target 6 in steady state: the pipeline's own cost at 4 and 64 partitions",
         "",
@@ -571,20 +578,51 @@ def _flat_section(flat: dict[str, Any]) -> list[str]:
         "before it on the same topic, per row. The two shapes alternate their order round by "
         "round.",
         "",
-        "| partitions | own µs per row, by round | median |",
-        "| ---: | --- | ---: |",
     ]
-    for shape in shapes:
-        rounds = ", ".join(f"{c:.1f}" for c in shape["own_us_per_row"])
-        md.append(f"| {shape['partitions']} | {rounds} | {shape['median']:.1f} |")
-    md += [
-        "",
+    if bare and above:
+        md += [
+            "Bare `applyInPandasWithState` grouped by slot as the pipeline is (its function "
+            "only counts) runs between them and is measured the same way: what of the growth "
+            "is Spark's stateful plan. The pipeline above bare is the difference, round by "
+            "round: what the product adds.",
+            "",
+            "| partitions | pipeline, by round | median | bare by slot, by round | median "
+            "| pipeline above bare, median |",
+            "| ---: | --- | ---: | --- | ---: | ---: |",
+        ]
+        for shape, b, a in zip(shapes, bare["shapes"], above["shapes"], strict=True):
+            md.append(
+                f"| {shape['partitions']} | {_rounds(shape['own_us_per_row'])} "
+                f"| {shape['median']:.1f} | {_rounds(b['own_us_per_row'])} | {b['median']:.1f} "
+                f"| {a['median']:.1f} |"
+            )
+    else:
+        md += ["| partitions | own µs per row, by round | median |", "| ---: | --- | ---: |"]
+        for shape in shapes:
+            md.append(
+                f"| {shape['partitions']} | {_rounds(shape['own_us_per_row'])} "
+                f"| {shape['median']:.1f} |"
+            )
+    line = (
         f"{shapes[-1]['partitions']} / {shapes[0]['partitions']} partitions: "
-        f"**{flat['ratio']:.2f}** (round by round "
-        f"{', '.join(f'{r:.2f}' for r in flat['round_ratios'])}).",
-        "",
-    ]
-    return md
+        f"**{_f(flat['ratio'], '.2f')}** (round by round {_ratios(flat)})."
+    )
+    if bare and above:
+        line += (
+            f" Bare by slot: {_f(bare['ratio'], '.2f')} (round by round {_ratios(bare)}). "
+            f"The pipeline above bare: {_f(above['ratio'], '.2f')} (round by round "
+            f"{_ratios(above)})."
+        )
+    return [*md, "", line, ""]
+
+
+def _rounds(costs: list[float]) -> str:
+    return ", ".join(f"{c:.1f}" for c in costs)
+
+
+def _ratios(pair: dict[str, Any]) -> str:
+    """A pair's round-by-round ratios (``-`` for a round without one)."""
+    return ", ".join(_f(r, ".2f") for r in pair["round_ratios"])
 
 
 CPU_ROLES = (

@@ -178,7 +178,7 @@ STEP_WEIGHTS = {
     "pipeline_writes_off": 20.0,
     "assembler": 60.0,
     "sweeps": 150.0,
-    "flat": 260.0,
+    "flat": 380.0,
     "latency": 100.0,
     "state": 40.0,
     "catchup": 60.0,
@@ -558,6 +558,8 @@ class Bench:
         reads ``flat_batches`` batches of the sweep's size and the first ``flat_skip`` are left
         out; the two shapes alternate their order round by round, and each pipeline run has
         the source -> noop run just before it subtracted (:func:`steady_own_us_per_row`).
+        Bare ``applyInPandasWithState`` grouped by slot runs between them, measured the same
+        way: the part of the growth that is Spark's stateful plan, not the product's.
         Each query starts once the one before has no consumer left in Spark's cache: a
         64-partition pipeline started right after source -> noop paid ~3.5 µs a record more
         for that query's idle consumers (docs/benchmarks.md, "Target 6 in steady state").
@@ -572,25 +574,34 @@ class Bench:
         rows = s.flat_batches * FLAT_BATCH_RECORDS * 10 // 12
         data = {shape: self.prefill(shape, rows, "flat") for shape in shapes}
         own: dict[int, list[float]] = {shape.partitions: [] for shape in shapes}
+        bare: dict[int, list[float]] = {shape.partitions: [] for shape in shapes}
         for r in range(s.flat_rounds):
             for shape in shapes if r % 2 == 0 else shapes[::-1]:
                 topic, prod = data[shape]
                 kw = {"records": prod.records, "rows": prod.rows, "row_bytes": prod.row_bytes}
                 src = q.kafka_stream(self.spark, self.stack.bootstrap, topic, FLAT_BATCH_RECORDS)
                 q.wait_for_idle_consumers()
-                read = q.measure("source", q.to_noop(src, "flat_source"), **kw)
+                read = q.measure("source", q.to_noop(src, "flat_source"), **kw).as_dict()
+                q.wait_for_idle_consumers()
+                by_slot = q.measure(
+                    "bare_by_slot", q.to_noop(q.trivial_by_slot(src), "flat_bare"), **kw
+                )
+                bare[shape.partitions].append(
+                    steady_own_us_per_row(by_slot.as_dict(), read, s.flat_skip)
+                )
                 self.truncate()
                 name = f"flat-{uuid.uuid4().hex[:6]}"
                 start = q.pipeline(self.spark, self.stack, topic, FLAT_BATCH_RECORDS, name)
                 q.wait_for_idle_consumers()
                 pipe = q.measure("pipeline", start, **kw)
-                cost = steady_own_us_per_row(pipe.as_dict(), read.as_dict(), s.flat_skip)
+                cost = steady_own_us_per_row(pipe.as_dict(), read, s.flat_skip)
                 own[shape.partitions].append(cost)
                 log(
-                    f"  {shape.label()}, round {r + 1}/{s.flat_rounds}: pipeline's own cost "
-                    f"{cost:.1f} us per row over batches {s.flat_skip + 1}-{pipe.batches}"
+                    f"  {shape.label()}, round {r + 1}/{s.flat_rounds}: own cost per row over "
+                    f"batches {s.flat_skip + 1}-{pipe.batches}: pipeline {cost:.1f} us, bare "
+                    f"by slot {bare[shape.partitions][-1]:.1f} us"
                 )
-        self.results["flat"] = flat_summary(own, s.flat_skip, s.flat_batches)
+        self.results["flat"] = flat_summary(own, s.flat_skip, s.flat_batches, bare)
 
     def latency(self) -> None:
         """Visibility latency vs trigger interval, in process, at a steady moderate rate."""
@@ -824,19 +835,43 @@ def steady_own_us_per_row(pipeline: dict[str, Any], source: dict[str, Any], skip
     return round(per_record * pipeline["records"] / pipeline["rows"], 2)
 
 
-def flat_summary(own: dict[int, list[float]], skip: int, batches: int) -> dict[str, Any]:
+def flat_summary(
+    own: dict[int, list[float]],
+    skip: int,
+    batches: int,
+    bare: dict[int, list[float]] | None = None,
+) -> dict[str, Any]:
     """The steady pair's result: each shape's rounds and median, 64 ÷ 4 of the medians and
-    round by round (each round's two shapes measured a minute apart at most)."""
-    low, high = min(own), max(own)
+    round by round (each round's two shapes measured a minute apart at most).
+
+    ``bare``: the own cost of bare ``applyInPandasWithState`` grouped by slot, the same
+    rounds; then also ``above_bare``, the pipeline's own cost minus bare's, round by round:
+    what the product adds to Spark's stateful plan.
+    """
+    summary: dict[str, Any] = {"skip": skip, "batches": batches, **_by_partitions(own)}
+    if bare:
+        summary["bare"] = _by_partitions(bare)
+        summary["above_bare"] = _by_partitions(
+            {p: [round(a - b, 2) for a, b in zip(own[p], bare[p], strict=True)] for p in own}
+        )
+    return summary
+
+
+def _by_partitions(costs: dict[int, list[float]]) -> dict[str, Any]:
+    """Rounds and median per shape; most over fewest partitions, of the medians and by round."""
+    low, high = min(costs), max(costs)
+    lows = statistics.median(costs[low])
     return {
-        "skip": skip,
-        "batches": batches,
         "shapes": [
-            {"partitions": p, "own_us_per_row": costs, "median": statistics.median(costs)}
-            for p, costs in sorted(own.items())
+            {"partitions": p, "own_us_per_row": c, "median": statistics.median(c)}
+            for p, c in sorted(costs.items())
         ],
-        "ratio": statistics.median(own[high]) / statistics.median(own[low]),
-        "round_ratios": [round(h / lo, 2) for h, lo in zip(own[high], own[low], strict=True)],
+        "ratio": statistics.median(costs[high]) / lows if lows > 0 else None,
+        # A difference of noisy costs can be <= 0 in a round: no ratio for that round.
+        "round_ratios": [
+            round(h / lo, 2) if lo > 0 else None
+            for h, lo in zip(costs[high], costs[low], strict=True)
+        ],
     }
 
 

@@ -388,6 +388,47 @@ def trivial_stateful(events: DataFrame) -> DataFrame:
     )
 
 
+SLOT_TRIVIAL_OUT = "slot int, n long"
+
+
+def trivial_slot(
+    key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """:func:`trivial_group` for a group that is a state slot (its key the slot alone)."""
+    n = 0
+    for chunk in chunks:
+        n += len(chunk)
+    total = (int(state.get[0]) if state.exists else 0) + n
+    state.update((total,))
+    yield pd.DataFrame({"slot": [int(key[0])], "n": [n]})
+
+
+def trivial_by_slot(events: DataFrame) -> DataFrame:
+    """Bare ``applyInPandasWithState`` grouped as the pipeline groups: by state slot.
+
+    The plan the pipeline's assembler runs in (the slot column, the shuffle to the
+    session's state partitions, one group per slot), with a function that only counts.
+    """
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from app.assembly import SOURCE_COLUMNS
+    from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
+
+    slots = session_state_partitions(events.sparkSession)
+    return (
+        events.select(*SOURCE_COLUMNS)
+        .withColumn(SLOT_COLUMN, slot_of(slots))
+        .groupBy(SLOT_COLUMN)
+        .applyInPandasWithState(
+            trivial_slot,
+            outputStructType=SLOT_TRIVIAL_OUT,
+            stateStructType=TRIVIAL_STATE,
+            outputMode="append",
+            timeoutConf=GroupStateTimeout.NoTimeout,
+        )
+    )
+
+
 def real_assembler(events: DataFrame) -> DataFrame:
     from app.assembly import assemble_transactions
     from assembler.settings import AssemblerSettings

@@ -209,6 +209,39 @@ def test_the_flat_pair_gives_64_over_4_of_the_medians_and_round_by_round(
     assert "64 / 4 partitions: **1.20**" in report
 
 
+def test_the_flat_pair_tells_sparks_stateful_plan_from_the_product(tmp_path: Path) -> None:
+    flat = flat_summary(
+        {64: [120.0, 110.0, 150.0], 4: [100.0, 100.0, 125.0]},
+        10,
+        45,
+        bare={64: [30.0, 40.0, 35.0], 4: [25.0, 20.0, 50.0]},
+    )
+    assert flat["ratio"] == 1.2
+    assert flat["bare"]["ratio"] == 35.0 / 25.0
+    assert flat["bare"]["round_ratios"] == [1.2, 2.0, 0.7]
+    # Above bare, round by round: 64 partitions 90, 70, 115; 4 partitions 75, 80, 75.
+    assert flat["above_bare"]["shapes"][1]["own_us_per_row"] == [90.0, 70.0, 115.0]
+    assert flat["above_bare"]["ratio"] == 90.0 / 75.0
+    assert flat["above_bare"]["round_ratios"] == [1.2, 0.88, 1.53]
+    summary = write_report({"flat": flat}, tmp_path)
+    assert (
+        "flat (target 6, steady): own µs per row, 64 / 4 partitions 1.20 (batches 11 on; "
+        "by round 1.20, 1.10, 1.20); bare by slot 1.40, the pipeline above bare 1.20" in summary
+    )
+    report = (tmp_path / "report.md").read_text()
+    assert "| 4 | 100.0, 100.0, 125.0 | 100.0 | 25.0, 20.0, 50.0 | 25.0 | 75.0 |" in report
+    assert "| 64 | 120.0, 110.0, 150.0 | 120.0 | 30.0, 40.0, 35.0 | 35.0 | 90.0 |" in report
+    assert "Bare by slot: 1.40 (round by round 1.20, 2.00, 0.70)" in report
+    assert "The pipeline above bare: 1.20 (round by round 1.20, 0.88, 1.53)" in report
+
+
+def test_a_round_with_no_cost_above_bare_has_no_ratio() -> None:
+    flat = flat_summary(
+        {64: [50.0, 60.0], 4: [40.0, 45.0]}, 10, 45, bare={64: [20.0, 30.0], 4: [40.0, 30.0]}
+    )
+    assert flat["above_bare"]["round_ratios"] == [None, 2.0]
+
+
 def test_the_report_gives_the_idle_pipelines_cost(tmp_path: Path) -> None:
     idle = {
         "idle_seconds": 60.0,

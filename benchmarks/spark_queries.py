@@ -362,12 +362,15 @@ def trivial_group(
     key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
     """The bare ``applyInPandasWithState`` cost: count the rows, keep a counter as state."""
-    n = 0
-    for chunk in chunks:
-        n += len(chunk)
-    total = (int(state.get[0]) if state.exists else 0) + n
-    state.update((total,))
+    n = _count(chunks, state)
     yield pd.DataFrame({"topic": [key[0]], "partition": [int(key[1])], "n": [n]})
+
+
+def _count(chunks: Iterator[pd.DataFrame], state: GroupState) -> int:
+    """The group's rows in this batch, added to the counter its state keeps."""
+    n = sum(len(chunk) for chunk in chunks)
+    state.update(((int(state.get[0]) if state.exists else 0) + n,))
+    return n
 
 
 def trivial_stateful(events: DataFrame) -> DataFrame:
@@ -395,12 +398,7 @@ def trivial_slot(
     key: tuple[Any, ...], chunks: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
     """:func:`trivial_group` for a group that is a state slot (its key the slot alone)."""
-    n = 0
-    for chunk in chunks:
-        n += len(chunk)
-    total = (int(state.get[0]) if state.exists else 0) + n
-    state.update((total,))
-    yield pd.DataFrame({"slot": [int(key[0])], "n": [n]})
+    yield pd.DataFrame({"slot": [int(key[0])], "n": [_count(chunks, state)]})
 
 
 def trivial_by_slot(events: DataFrame) -> DataFrame:

@@ -27,7 +27,7 @@ from sinks.starrocks.intask import REPORT_COLUMNS
 from sinks.starrocks.loader import report_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, GroupedData
 
     from app.task_load import LoadInTask
 
@@ -70,23 +70,27 @@ def assemble_transactions(
         load: Load the rows in the assembling task (``app/task_load.py``); the result then
             has the sink's report rows instead.
     """
-    from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
+    from app.state_layout import session_state_partitions
 
     if slots is None:
         slots = session_state_partitions(events.sparkSession)
+    return by_slot(events, slots).applyInPandasWithState(
+        AssembleSlot(settings, timeouts, load),
+        outputStructType=OUTPUT_DDL if load is None else report_schema(),
+        stateStructType=SLOT_STATE_DDL,
+        outputMode="append",
+        timeoutConf=(
+            GroupStateTimeout.ProcessingTimeTimeout if timeouts else GroupStateTimeout.NoTimeout
+        ),
+    )
+
+
+def by_slot(events: DataFrame, slots: int) -> GroupedData:
+    """The assembler's input, the Kafka records' :data:`SOURCE_COLUMNS`, grouped by state slot."""
+    from app.state_layout import SLOT_COLUMN, slot_of
+
     return (
-        events.select(*SOURCE_COLUMNS)
-        .withColumn(SLOT_COLUMN, slot_of(slots))
-        .groupBy(SLOT_COLUMN)
-        .applyInPandasWithState(
-            AssembleSlot(settings, timeouts, load),
-            outputStructType=OUTPUT_DDL if load is None else report_schema(),
-            stateStructType=SLOT_STATE_DDL,
-            outputMode="append",
-            timeoutConf=(
-                GroupStateTimeout.ProcessingTimeTimeout if timeouts else GroupStateTimeout.NoTimeout
-            ),
-        )
+        events.select(*SOURCE_COLUMNS).withColumn(SLOT_COLUMN, slot_of(slots)).groupBy(SLOT_COLUMN)
     )
 
 

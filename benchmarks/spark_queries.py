@@ -409,21 +409,15 @@ def trivial_by_slot(events: DataFrame) -> DataFrame:
     """
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from app.assembly import SOURCE_COLUMNS
-    from app.state_layout import SLOT_COLUMN, session_state_partitions, slot_of
+    from app.assembly import by_slot
+    from app.state_layout import session_state_partitions
 
-    slots = session_state_partitions(events.sparkSession)
-    return (
-        events.select(*SOURCE_COLUMNS)
-        .withColumn(SLOT_COLUMN, slot_of(slots))
-        .groupBy(SLOT_COLUMN)
-        .applyInPandasWithState(
-            trivial_slot,
-            outputStructType=SLOT_TRIVIAL_OUT,
-            stateStructType=TRIVIAL_STATE,
-            outputMode="append",
-            timeoutConf=GroupStateTimeout.NoTimeout,
-        )
+    return by_slot(events, session_state_partitions(events.sparkSession)).applyInPandasWithState(
+        trivial_slot,
+        outputStructType=SLOT_TRIVIAL_OUT,
+        stateStructType=TRIVIAL_STATE,
+        outputMode="append",
+        timeoutConf=GroupStateTimeout.NoTimeout,
     )
 
 

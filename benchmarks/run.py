@@ -178,7 +178,7 @@ STEP_WEIGHTS = {
     "pipeline_writes_off": 20.0,
     "assembler": 60.0,
     "sweeps": 150.0,
-    "flat": 380.0,
+    "flat": 300.0,
     "latency": 100.0,
     "state": 40.0,
     "catchup": 60.0,

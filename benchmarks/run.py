@@ -80,14 +80,14 @@ class Sizes:
 FULL = Sizes(
     # 16 micro-batches a run: with 4 (100,000 rows) one run's first batch and timing jitter
     # moved pipeline / bare by +-0.15 between runs (medians 0.54-0.90 on 11-28); two 16-batch
-    # runs at 18:28 and 18:42 gave medians 0.59 and 0.58 (docs/benchmarks.md, "Longer ceilings").
+    # runs at 18:28 and 18:42 gave medians 0.59 and 0.58 (docs/bench/history.md, "Longer ceilings").
     main_rows=400_000,
     max_offsets=30_000,
     sweep_rows=45_000,
     asm_rows=100_000,
     trigger_run_s=20,
     # Three minutes: the JVM's JIT compiles for minutes after a start, and p99 over 40 s was
-    # the worst ~1 % of ~80 batches (docs/benchmarks.md, "The JIT in the steady window").
+    # the worst ~1 % of ~80 batches (docs/bench/history.md, "The JIT in the steady window").
     steady_s=180,
     steady_rate=100,
     trigger_rate=50,
@@ -420,7 +420,7 @@ class Bench:
         # median round is the one compared (one run of 16 batches varies by ~+-10 %). Round 0
         # is not counted: the JIT has compiled little by then, and the ceilings gain more from
         # it than the pipeline (over bare, first rounds 1.15 and 0.93 against 0.49-0.83 after,
-        # two nine-round runs on 11-28; docs/benchmarks.md, "Cold rounds").
+        # two nine-round runs on 11-28; docs/bench/history.md, "Cold rounds").
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in CEILING_QUERIES}
         cold: dict[str, float] = {}
         for r in range(0 if s.ceiling_warm_up_round else 1, s.ceiling_rounds + 1):

@@ -50,6 +50,16 @@ class BatchPlan:
         defer_commit: Stop once the attempt is loaded (multi-table mode): ``run()`` answers
             LOADED with the label, and the caller commits it (``MultiTableCommitter.commit``)
             while Spark goes on (:mod:`sinks.starrocks.behind`).
+        applied: Multi-table mode: reads the progress table and returns the label of this
+            batch's committed attempt if its progress rows are there, else None. Recovery
+            asks it once a free label found no later attempt committed: StarRocks drops
+            finished multi-table tasks once it keeps more than ``stream_load_task_keep_max_num``
+            (1,000, all databases), after which a rolled-back label is free again and a
+            committed attempt can lie further ahead than the look-ahead reaches.
+        optional_tables: Tables an earlier attempt may have loaded although this plan has
+            no rows for them (per-table mode): the dead-letter table, which the retry after
+            filtered rows adds. Recovery reads their labels too, so that it commits every
+            prepared table of the attempt it finishes, not only this plan's.
     """
 
     prefix: str
@@ -61,6 +71,8 @@ class BatchPlan:
     counted: Callable[[], Sequence[Mapping[str, Any]]] | None = None
     fresh: bool = False
     defer_commit: bool = False
+    applied: Callable[[], str | None] | None = None
+    optional_tables: tuple[str, ...] = ()
 
     def label(self, attempt: int, table: str | None = None) -> str:
         """The label rule (:func:`sinks.starrocks.labels.make_label`)."""

@@ -45,6 +45,7 @@ from sinks.starrocks.errors import (
     TransactionCommittedError,
     TransactionNotFoundError,
 )
+from sinks.starrocks.labels import parse_label
 from sinks.starrocks.per_table import PerTableCommitter
 from sinks.starrocks.protocol import LoadState
 from sinks.starrocks.retry import RetryPolicy
@@ -103,7 +104,9 @@ class MultiTableCommitter:
            COMMITED/FINISHED/VISIBLE: already applied, return. BEGIN/CANCELLED: a crashed
            attempt, roll it back, next attempt. ABORTING/COMMITING: wait until it settles.
         3. A label that was free: if a later attempt is committed (this one expired on the
-           server), roll ours back and return already applied.
+           server), roll ours back and return already applied. Past the look-ahead, the
+           progress table decides (``plan.applied``, once per run): its rows name the
+           committed attempt when the server has dropped the tasks of those before it.
         4. Load every data table (executors), then the progress rows (driver). A load job
            that also counts the batch (``plan.counted``) is followed by the check of its
            targets, then its failures; no progress rows: an empty batch, rolled back.
@@ -117,6 +120,7 @@ class MultiTableCommitter:
         attempt = 0
         failures = 0
         last_error: BaseException | None = None
+        asked_progress = False
         while attempt < MAX_ATTEMPT_NUMBER:
             label = plan.label(attempt)
             # 1. (A fresh batch has no earlier attempt: steps 1 and 3 would only cost calls.)
@@ -137,6 +141,12 @@ class MultiTableCommitter:
             if later is not None:
                 self._steps.rollback(label, None)
                 return self._applied(plan, plan.label(later), later)
+            if not plan.fresh and plan.applied is not None and not asked_progress:
+                asked_progress = True
+                found = self._in_progress_table(plan)
+                if found is not None:
+                    self._steps.rollback(label, None)
+                    return self._applied(plan, plan.label(found), found)
             # 4.
             try:
                 labels = plan.load_labels(label)
@@ -221,6 +231,22 @@ class MultiTableCommitter:
         logger.info("starrocks batch already applied batch_id=%s label=%s", plan.batch_id, label)
         return CommitResult(Outcome.ALREADY_APPLIED, (label,), attempt)
 
+    def _in_progress_table(self, plan: BatchPlan) -> int | None:
+        """The attempt whose label the progress table holds for this batch, if any."""
+        assert plan.applied is not None
+        label = plan.applied()
+        parts = parse_label(label, plan.prefix) if label else None
+        mine = (plan.query_id, plan.batch_id, None)
+        if parts is None or (parts.query_id, parts.batch_id, parts.table) != mine:
+            return None
+        logger.warning(
+            "starrocks batch found in the progress table batch_id=%s label=%s (the server "
+            "no longer knows the attempts before it)",
+            plan.batch_id,
+            label,
+        )
+        return parts.attempt
+
     def _later_committed(self, plan: BatchPlan, attempt: int) -> int | None:
         for ahead in range(attempt + 1, attempt + 1 + LOOKAHEAD):
             if self._steps.state(plan.label(ahead)).is_committed:
@@ -285,9 +311,12 @@ class MultiTableCommitter:
                 if self._steps.rollback(label, None) is Verdict.COMMITTED:
                     return Verdict.COMMITTED
                 raise
+            # Even "Can not commit CANCELLED" goes to the label: an FE restarted from its
+            # journal, which keeps only a multi-table task's creation, reloads the task as
+            # CANCELLED while its transaction is VISIBLE (StreamLoadMgr
+            # .cancelUnDurableTaskAfterRestart), and that is what the client's retry of a
+            # commit whose answer was lost hears. Reloading then would apply the batch twice.
             first = e
-            if _cancelled(e):
-                return Verdict.ABORTED
         return self._confirm(label, said_ok, first)
 
     def _confirm(self, label: str, said_ok: bool, first: StarRocksError | None) -> Verdict:

@@ -40,7 +40,8 @@ class PerTableCommitter:
         """Write ``plan`` exactly once per table (``docs/DESIGN.md`` §5, per-table mode).
 
         1. Recovery, attempt 0, 1, ...: the state of every table's label
-           ``{prefix}-{query id}-{batch id}-{attempt}-{table}``. All UNKNOWN (and no later
+           ``{prefix}-{query id}-{batch id}-{attempt}-{table}`` (``plan.optional_tables``
+           too, where the attempt began them). All UNKNOWN (and no later
            attempt known): this attempt is free. All PREPARED/COMMITTED/VISIBLE: commit the
            PREPARED ones, return recovered. Some committed, others not prepared: terminal.
            Otherwise roll back every PREPARE/PREPARED label of the attempt, next attempt.
@@ -112,6 +113,15 @@ class PerTableCommitter:
         while attempt < MAX_ATTEMPT_NUMBER:
             labels = {t: plan.label(attempt, t) for t in tables}
             txns = {t: from_state(labels[t], t, self._steps.state(labels[t])) for t in tables}
+            for t in plan.optional_tables:
+                if t in txns:
+                    continue
+                optional = from_state(
+                    plan.label(attempt, t), t, self._steps.state(plan.label(attempt, t))
+                )
+                # Part of this attempt only if the attempt began it (its label is known).
+                if optional.status != TxnStatus.NEW:
+                    labels[t], txns[t] = optional.label, optional
             statuses = {t: txn.status for t, txn in txns.items()}
             if all(s == TxnStatus.NEW for s in statuses.values()):
                 later = self._later_known(plan, attempt, tables[-1])
@@ -121,7 +131,7 @@ class PerTableCommitter:
                 continue
             done = {t for t, s in statuses.items() if s == TxnStatus.COMMITTED}
             prepared = {t for t, s in statuses.items() if s == TxnStatus.PREPARED}
-            if done | prepared == set(tables):
+            if done | prepared == set(txns):
                 logger.warning(
                     "starrocks recovering prepared batch batch_id=%s attempt=%s committed=%s "
                     "prepared=%s",
@@ -136,7 +146,7 @@ class PerTableCommitter:
             if done:
                 msg = (
                     f"StarRocks batch {plan.batch_id} attempt {attempt} is committed for "
-                    f"{sorted(done)} but not prepared for {sorted(set(tables) - done - prepared)} "
+                    f"{sorted(done)} but not prepared for {sorted(set(txns) - done - prepared)} "
                     "(prepared transactions expired?). Per-table mode cannot repair this "
                     "automatically: check those tables, raise sink.prepared-timeout-s, and "
                     "restart from a checkpoint you trust"

@@ -489,6 +489,11 @@ class StarRocksSink(Sink):
             progress_table=cfg.progress_table,
             progress_rows=tuple(self._progress_rows(targets or [], batch_id)),
             fresh=fresh,
+            applied=partial(self._applied_label, query_id, batch_id) if cfg.multi_table else None,
+            # The retry after filtered rows adds it; a replay's rows do not name it.
+            optional_tables=(
+                (cfg.dead_letter_table,) if cfg.filtered_rows == "dead-letter" else ()
+            ),
         )
         if targets is not None:
             return plan
@@ -624,6 +629,23 @@ class StarRocksSink(Sink):
                 (cfg.pipeline_name,),
             )
         return {(str(t), int(p)): int(o) for t, p, o in rows if o is not None}
+
+    def _applied_label(self, query_id: str, batch_id: int) -> str | None:
+        """The label the progress table holds for this batch of this query, if any (driver).
+
+        Committed in the same transaction as the batch's rows, so it names the attempt that
+        committed, whatever the server still remembers of the labels (``BatchPlan.applied``).
+        """
+        cfg = self.config
+        with StarRocksSql(cfg) as sql:
+            rows = sql.query(
+                # Identifiers are validated plain names (config.py); the values are bound.
+                f"SELECT label FROM `{cfg.database}`.`{cfg.progress_table}` "  # noqa: S608
+                "WHERE pipeline = %s AND batch_id = %s",
+                (cfg.pipeline_name, batch_id),
+            )
+        mine = f"{cfg.label_prefix}-{query_id}-{batch_id}-"
+        return next((str(r[0]) for r in rows if str(r[0] or "").startswith(mine)), None)
 
     def _table_names(self, refresh: bool = False) -> set[str]:
         if self._known_tables is None or refresh:

@@ -182,3 +182,41 @@ def test_a_fresh_batch_with_filtered_rows_is_dead_lettered_too(
     again = sink.write_batch(orders_batch(spark, 4, {3: "value"}), 1)
     assert again.outcome is Outcome.ALREADY_APPLIED
     assert len(dead_letters(sr)) == 3
+
+
+class CrashBeforeDeadLetterCommit(CrashAfterProbePrepare):
+    """The driver dies as it is about to commit the dead-letter label: every table of the
+    retry after filtered rows is prepared, none is committed."""
+
+    def prepare(self, label: str, table: str) -> None:
+        if self._dead:
+            raise SimulatedCrash("prepare")
+        self._inner.prepare(label, table)  # probes included: this driver dies later
+
+    def commit(self, label: str, table: str | None) -> None:
+        if self._dead or (table or "").endswith("_cdc_dead_letter"):
+            self._dead = True
+            raise SimulatedCrash(label)
+        self._inner.commit(label, table)
+
+
+def test_per_table_replay_commits_the_prepared_dead_letters(sr: Any, spark: Any) -> None:
+    """The replay's rows are the source rows again and name no dead-letter table; recovery
+    reads its label anyway and commits it with the rest (else the bad transactions would be
+    in no table while the progress row moved past them)."""
+    qid = str(uuid.uuid4())
+    options = {"sink.filtered-rows": "dead-letter", **MODES["per-table"]}
+    crashing = make_sink(sr, query_id=qid, **options)
+    crashing.instrument = lambda _batch, api, job: (CrashBeforeDeadLetterCommit(api), job)
+    crashing.open()
+    with pytest.raises(SimulatedCrash):
+        crashing.write_batch(orders_batch(spark, 4, {3: "null"}), 7)
+    assert dead_letters(sr) == []
+
+    result = make_sink(sr, query_id=qid, **options).write_batch(
+        orders_batch(spark, 4, {3: "null"}), 7
+    )
+    assert result.outcome is Outcome.RECOVERED
+    assert [r[0] for r in table_rows(sr, "orders")] == [1, 2, 4]
+    assert [r[3] for r in dead_letters(sr)] == ["tx-3-1"] * 3
+    assert "PREPARED" not in sr.control.labels(DB).values()

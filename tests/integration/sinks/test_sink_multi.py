@@ -54,6 +54,17 @@ def test_replayed_batch_is_skipped_not_duplicated(sr, spark):
     assert len(sr.control.transactions()) == 1
 
 
+def test_the_progress_table_names_the_committed_label_of_a_batch(sr, spark):
+    """What recovery asks once the server has dropped a batch's rolled-back tasks."""
+    qid = "22222222-2222-2222-2222-222222222222"
+    sink = make_sink(sr, query_id=qid)
+    sink.open()
+    result = sink.write_batch(batch(spark, order_txn(1, version=1)), 5)
+    assert sink._applied_label(qid, 5) == result.label == f"t-{qid}-5-0"
+    assert sink._applied_label(qid, 6) is None
+    assert sink._applied_label("33333333-3333-3333-3333-333333333333", 5) is None
+
+
 def test_fresh_query_id_with_old_labels_on_the_server_is_not_skipped(sr, spark):
     """A new checkpoint restarts batch ids at 0: its labels must not collide with old ones."""
     old = make_sink(sr, query_id="aaaaaaaa-0000-0000-0000-000000000000")

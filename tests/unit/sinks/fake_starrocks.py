@@ -404,9 +404,17 @@ class FakeStarRocks:
     def get_load_state(self, label: str) -> LoadState:
         return LoadState.parse(self.txns.get(label, "UNKNOWN"))
 
-    def restart(self) -> None:
-        """FE restart: open multi-table tasks are cancelled, BE contexts vanish."""
+    def restart(self, *, from_journal: bool = False) -> None:
+        """FE restart: open multi-table tasks are cancelled, BE contexts vanish.
+
+        ``from_journal``: the FE replays the journal with no image since the tasks' commits.
+        The journal has only a multi-table task's creation, so every task comes back
+        CANCELLED, committed ones too; the transaction manager keeps their outcome.
+        """
         for label, task in self.tasks.items():
+            if from_journal and task.state in ("COMMITED", "FINISHED"):
+                task.state = "CANCELLED"
+                continue
             if task.state == "BEGIN":
                 task.state = "CANCELLED"
                 if task.registered:

@@ -219,6 +219,72 @@ def test_multi_publish_wait_counts_as_committed():
     assert server.get_load_state(label(0)) == LoadState.COMMITTED
 
 
+@pytest.mark.parametrize("registration", ["commit", "first_load"])
+def test_multi_commit_answered_cancelled_is_decided_by_the_label_not_reloaded(registration):
+    """The commit landed, the FE restarted from its journal, and the client's retry of the
+    commit (its first answer lost) heard "Can not commit CANCELLED": the reloaded task is
+    CANCELLED while the transaction is VISIBLE. The batch is applied, not loaded again."""
+    server = FakeStarRocks(registration=registration)
+    real = server.commit
+
+    def commit(lbl: str, table: str | None) -> None:
+        real(lbl, table)
+        server.restart(from_journal=True)
+        real(lbl, table)  # the retry's answer
+
+    server.commit = commit  # type: ignore[method-assign]
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.labels) == (Outcome.COMMITTED, (label(0),))
+    assert_applied_once(server)
+
+
+def test_multi_commit_answered_cancelled_for_an_aborted_label_is_loaded_again():
+    """A task the FE really cancelled (timeout) before the commit: the next attempt loads."""
+    server = FakeStarRocks()
+    real = server.commit
+    cancelled: list[str] = []
+
+    def commit(lbl: str, table: str | None) -> None:
+        if not cancelled:
+            cancelled.append(lbl)
+            server.rollback(lbl, None)  # the FE's timeout checker, just before
+        real(lbl, table)
+
+    server.commit = commit  # type: ignore[method-assign]
+    result = committer("multi", ScriptedApi(server)).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert_applied_once(server)
+
+
+def test_multi_replay_finds_a_committed_attempt_past_dropped_tasks_in_the_progress_table():
+    """StarRocks drops finished multi-table tasks past stream_load_task_keep_max_num (1,000,
+    all databases): rolled-back labels 0-2 are free again, and attempt 3, committed before a
+    crash, lies past the look-ahead. The progress rows, committed with it, name it."""
+    server = FakeStarRocks(registration="commit")  # 4.0: a rolled-back label is never registered
+    for attempt in range(3):
+        server.begin(label(attempt), None)
+        server.rollback(label(attempt), None)
+    first = committer("multi", ScriptedApi(server)).run(plan())
+    assert first.labels == (label(3),)
+    for attempt in range(3):
+        del server.tasks[label(attempt)]  # StreamLoadMgr.cleanOldStreamLoadTasks(true)
+
+    def applied() -> str | None:
+        return str(server.visible["_cdc_progress"][-1]["label"])
+
+    replay = committer("multi", ScriptedApi(server)).run(replace(plan(), applied=applied))
+    assert (replay.outcome, replay.labels) == (Outcome.ALREADY_APPLIED, (label(3),))
+    assert_applied_once(server)
+
+
+def test_multi_progress_rows_of_another_batch_do_not_count_as_applied():
+    server = FakeStarRocks()
+    other = plan(batch_id=2).label(0)
+    result = committer("multi", ScriptedApi(server)).run(replace(plan(), applied=lambda: other))
+    assert (result.outcome, result.labels) == (Outcome.COMMITTED, (label(0),))
+    assert_applied_once(server)
+
+
 def test_multi_aborting_task_is_waited_out_not_skipped():
     server = FakeStarRocks()
     server.begin(label(0), None)
@@ -441,6 +507,30 @@ def test_per_table_crash_after_prepare_recommits_without_reloading(crash_call):
         committer("per-table", api).run(plan())
     result = committer("per-table", ScriptedApi(server)).run(plan())
     assert result.outcome in (Outcome.COMMITTED, Outcome.RECOVERED, Outcome.ALREADY_APPLIED)
+    assert_applied_once(server)
+
+
+DEAD = "_cdc_dead_letter"
+
+
+@pytest.mark.parametrize("crash", ["crash_before", "crash_after"])
+def test_per_table_replay_finishes_the_dead_letter_label_of_a_filtered_rows_retry(crash):
+    """The retry after filtered rows loads the dead-letter table too; a crash among its
+    commits leaves that label prepared. The replay's rows do not name the table (they are
+    the source rows again), so recovery reads it as optional: committed, not dropped."""
+    rows = {**ROWS, DEAD: [{"id": 99}]}
+    retry = replace(plan(), tables=tuple(sorted((*ROWS, DEAD))), optional_tables=(DEAD,))
+    calls = ScriptedApi(FakeStarRocks())
+    PerTableCommitter(calls, load_job(calls, rows), policy()).run(retry)
+    commits = [i for i, (name, _, _) in enumerate(calls.calls) if name == "commit"]
+    server = FakeStarRocks()
+    api = ScriptedApi(server, {commits[0]: crash})  # the dead-letter label's commit
+    with pytest.raises(Crash):
+        PerTableCommitter(api, load_job(api, rows), policy()).run(retry)
+    replay = replace(plan(), optional_tables=(DEAD,))
+    result = committer("per-table", ScriptedApi(server)).run(replay)
+    assert result.outcome in (Outcome.RECOVERED, Outcome.ALREADY_APPLIED)
+    assert server.visible[DEAD] == [{"id": 99}]
     assert_applied_once(server)
 
 

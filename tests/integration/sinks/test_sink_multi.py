@@ -1,13 +1,15 @@
 """Multi-table mode against the emulator with real local Spark DataFrames."""
 
 import json
+import time
 
 import pytest
 
+from devstack.starrocks.launcher import start_emulator
 from sinks.exceptions import SinkTerminalError
 from sinks.starrocks.errors import AuthError
 
-from .conftest import DB, batch, make_sink, order_txn, table_rows
+from .conftest import DB, batch, create_schema, make_sink, order_txn, table_rows
 
 pytestmark = pytest.mark.integration
 
@@ -63,6 +65,31 @@ def test_the_progress_table_names_the_committed_label_of_a_batch(sr, spark):
     assert sink._applied_label(qid, 5) == result.label == f"t-{qid}-5-0"
     assert sink._applied_label(qid, 6) is None
     assert sink._applied_label("33333333-3333-3333-3333-333333333333", 5) is None
+
+
+def test_a_replay_after_the_server_forgot_its_label_is_found_in_the_progress_table(spark, tmp_path):
+    """Labels and tasks expire on the server (here after 1 s); the batch's progress rows,
+    committed with it, still say it is applied, so the replay loads nothing again."""
+    proc = start_emulator(
+        tmp_path / "sr", extra_args=["--label-keep-seconds", "1"], stderr_path=tmp_path / "log"
+    )
+    try:
+        sr = proc.handle
+        create_schema(sr)
+        qid = "44444444-4444-4444-4444-444444444444"
+        first = make_sink(sr, query_id=qid)
+        first.open()
+        first.write_batch(batch(spark, order_txn(1, version=1)), 5)
+        deadline = time.monotonic() + 20
+        while sr.control.labels(DB) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sr.control.labels(DB) == {}
+
+        result = make_sink(sr, query_id=qid).write_batch(batch(spark, order_txn(1, version=2)), 5)
+        assert (result.outcome, result.label) == ("already_applied", f"t-{qid}-5-0")
+        assert table_rows(sr, "orders") == [(1, 2, 32, 1)]
+    finally:
+        proc.stop()
 
 
 def test_fresh_query_id_with_old_labels_on_the_server_is_not_skipped(sr, spark):

@@ -206,8 +206,8 @@ def test_a_commit_behind_that_fails_restarts_the_query_in_process_exactly_once(
     create_topic(stack.bootstrap, TOPIC, 2)
     assert stack.emulator is not None
     stack.emulator.control.fail_next(
-        "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
-    )
+        "commit", 2, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
+    )  # the commit and its re-send once the label is found uncommitted: the sink checks first
     pipeline = start_pipeline(
         stack,
         tmp_path,

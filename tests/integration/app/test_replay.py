@@ -103,8 +103,8 @@ def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_re
     )
 
     emulator.control.fail_next(
-        "commit", 1, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
-    )
+        "commit", 2, status="FAILED", message="Can not commit CANCELLED transaction 1, label is x"
+    )  # the commit and its re-send once the label is found uncommitted: the sink checks first
     first = Recorder()
     query = start(spark, config, first)
     try:

@@ -227,7 +227,7 @@ def test_multi_commit_answered_cancelled_is_decided_by_the_label_not_reloaded(re
     server = FakeStarRocks(registration=registration)
     real = server.commit
 
-    def commit(lbl: str, table: str | None) -> None:
+    def commit(lbl, table):
         real(lbl, table)
         server.restart(from_journal=True)
         real(lbl, table)  # the retry's answer
@@ -244,7 +244,7 @@ def test_multi_commit_answered_cancelled_for_an_aborted_label_is_loaded_again():
     real = server.commit
     cancelled: list[str] = []
 
-    def commit(lbl: str, table: str | None) -> None:
+    def commit(lbl, table):
         if not cancelled:
             cancelled.append(lbl)
             server.rollback(lbl, None)  # the FE's timeout checker, just before

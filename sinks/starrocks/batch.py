@@ -50,8 +50,8 @@ class BatchPlan:
         defer_commit: Stop once the attempt is loaded (multi-table mode): ``run()`` answers
             LOADED with the label, and the caller commits it (``MultiTableCommitter.commit``)
             while Spark goes on (:mod:`sinks.starrocks.behind`).
-        applied: Multi-table mode: reads the progress table and returns the label of this
-            batch's committed attempt if its progress rows are there, else None. Recovery
+        applied: Multi-table mode: reads the progress table and returns the labels its rows
+            of this batch id hold (an older checkpoint's rows may hold other queries'). Recovery
             asks it once a free label found no later attempt committed: StarRocks drops
             finished multi-table tasks once it keeps more than ``stream_load_task_keep_max_num``
             (1,000, all databases), after which a rolled-back label is free again and a
@@ -71,7 +71,7 @@ class BatchPlan:
     counted: Callable[[], Sequence[Mapping[str, Any]]] | None = None
     fresh: bool = False
     defer_commit: bool = False
-    applied: Callable[[], str | None] | None = None
+    applied: Callable[[], Sequence[str]] | None = None
     optional_tables: tuple[str, ...] = ()
 
     def label(self, attempt: int, table: str | None = None) -> str:

@@ -234,18 +234,18 @@ class MultiTableCommitter:
     def _in_progress_table(self, plan: BatchPlan) -> int | None:
         """The attempt whose label the progress table holds for this batch, if any."""
         assert plan.applied is not None
-        label = plan.applied()
-        parts = parse_label(label, plan.prefix) if label else None
         mine = (plan.query_id, plan.batch_id, None)
-        if parts is None or (parts.query_id, parts.batch_id, parts.table) != mine:
-            return None
-        logger.warning(
-            "starrocks batch found in the progress table batch_id=%s label=%s (the server "
-            "no longer knows the attempts before it)",
-            plan.batch_id,
-            label,
-        )
-        return parts.attempt
+        for label in plan.applied():
+            parts = parse_label(label, plan.prefix)
+            if parts is not None and (parts.query_id, parts.batch_id, parts.table) == mine:
+                logger.warning(
+                    "starrocks batch found in the progress table batch_id=%s label=%s (the "
+                    "server no longer knows the attempts before it)",
+                    plan.batch_id,
+                    label,
+                )
+                return parts.attempt
+        return None
 
     def _later_committed(self, plan: BatchPlan, attempt: int) -> int | None:
         for ahead in range(attempt + 1, attempt + 1 + LOOKAHEAD):

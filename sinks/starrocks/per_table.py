@@ -116,9 +116,8 @@ class PerTableCommitter:
             for t in plan.optional_tables:
                 if t in txns:
                     continue
-                optional = from_state(
-                    plan.label(attempt, t), t, self._steps.state(plan.label(attempt, t))
-                )
+                optional_label = plan.label(attempt, t)
+                optional = from_state(optional_label, t, self._steps.state(optional_label))
                 # Part of this attempt only if the attempt began it (its label is known).
                 if optional.status != TxnStatus.NEW:
                     labels[t], txns[t] = optional.label, optional

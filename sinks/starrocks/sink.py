@@ -489,7 +489,7 @@ class StarRocksSink(Sink):
             progress_table=cfg.progress_table,
             progress_rows=tuple(self._progress_rows(targets or [], batch_id)),
             fresh=fresh,
-            applied=partial(self._applied_label, query_id, batch_id) if cfg.multi_table else None,
+            applied=partial(self._progress_labels, batch_id) if cfg.multi_table else None,
             # The retry after filtered rows adds it; a replay's rows do not name it.
             optional_tables=(
                 (cfg.dead_letter_table,) if cfg.filtered_rows == "dead-letter" else ()
@@ -630,11 +630,12 @@ class StarRocksSink(Sink):
             )
         return {(str(t), int(p)): int(o) for t, p, o in rows if o is not None}
 
-    def _applied_label(self, query_id: str, batch_id: int) -> str | None:
-        """The label the progress table holds for this batch of this query, if any (driver).
+    def _progress_labels(self, batch_id: int) -> list[str]:
+        """The labels this pipeline's progress rows of ``batch_id`` hold (driver).
 
-        Committed in the same transaction as the batch's rows, so it names the attempt that
-        committed, whatever the server still remembers of the labels (``BatchPlan.applied``).
+        Committed in the same transaction as the batch's rows, so they name the attempt that
+        committed, whatever the server still remembers of the labels (``BatchPlan.applied``,
+        whose committer picks this query's label by the label rule).
         """
         cfg = self.config
         with StarRocksSql(cfg) as sql:
@@ -644,8 +645,7 @@ class StarRocksSink(Sink):
                 "WHERE pipeline = %s AND batch_id = %s",
                 (cfg.pipeline_name, batch_id),
             )
-        mine = f"{cfg.label_prefix}-{query_id}-{batch_id}-"
-        return next((str(r[0]) for r in rows if str(r[0] or "").startswith(mine)), None)
+        return sorted({str(label) for (label,) in rows if label})
 
     def _table_names(self, refresh: bool = False) -> set[str]:
         if self._known_tables is None or refresh:

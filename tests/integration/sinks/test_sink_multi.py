@@ -62,9 +62,8 @@ def test_the_progress_table_names_the_committed_label_of_a_batch(sr, spark):
     sink = make_sink(sr, query_id=qid)
     sink.open()
     result = sink.write_batch(batch(spark, order_txn(1, version=1)), 5)
-    assert sink._applied_label(qid, 5) == result.label == f"t-{qid}-5-0"
-    assert sink._applied_label(qid, 6) is None
-    assert sink._applied_label("33333333-3333-3333-3333-333333333333", 5) is None
+    assert sink._progress_labels(5) == [result.label] == [f"t-{qid}-5-0"]
+    assert sink._progress_labels(6) == []
 
 
 def test_a_replay_after_the_server_forgot_its_label_is_found_in_the_progress_table(spark, tmp_path):

@@ -269,8 +269,8 @@ def test_multi_replay_finds_a_committed_attempt_past_dropped_tasks_in_the_progre
     for attempt in range(3):
         del server.tasks[label(attempt)]  # StreamLoadMgr.cleanOldStreamLoadTasks(true)
 
-    def applied() -> str | None:
-        return str(server.visible["_cdc_progress"][-1]["label"])
+    def applied() -> list[str]:
+        return [str(server.visible["_cdc_progress"][-1]["label"])]
 
     replay = committer("multi", ScriptedApi(server)).run(replace(plan(), applied=applied))
     assert (replay.outcome, replay.labels) == (Outcome.ALREADY_APPLIED, (label(3),))
@@ -278,9 +278,15 @@ def test_multi_replay_finds_a_committed_attempt_past_dropped_tasks_in_the_progre
 
 
 def test_multi_progress_rows_of_another_batch_do_not_count_as_applied():
+    """Rows of this batch id from another query (an older checkpoint of the same pipeline),
+    a per-table label and another batch's label are not this batch's."""
     server = FakeStarRocks()
-    other = plan(batch_id=2).label(0)
-    result = committer("multi", ScriptedApi(server)).run(replace(plan(), applied=lambda: other))
+    others = [
+        plan(batch_id=2).label(0),
+        replace(plan(), query_id="dddddddd-0000-0000-0000-000000000000").label(0),
+        label(0, table="orders"),
+    ]
+    result = committer("multi", ScriptedApi(server)).run(replace(plan(), applied=lambda: others))
     assert (result.outcome, result.labels) == (Outcome.COMMITTED, (label(0),))
     assert_applied_once(server)
 

@@ -234,6 +234,30 @@ class LatencySampler:
             values = [lat for ts, lat in self.samples if ts >= first_visible]
         return percentiles(values)
 
+    def around_outage(self, down_ms: float, up_ms: float) -> dict[str, dict[str, float]]:
+        """The samples split by whether a transaction waited out an outage (epoch ms).
+
+        ``across_outage``: produced before ``up_ms`` and first seen after ``down_ms``.
+        ``running``: the others, leaving out those produced before the first one was seen
+        (the pipeline's start).
+        """
+        return split_by_outage(self.samples, down_ms, up_ms)
+
+
+def split_by_outage(
+    samples: list[tuple[float, float]], down_ms: float, up_ms: float
+) -> dict[str, dict[str, float]]:
+    """:meth:`LatencySampler.around_outage` of ``(source time, latency)`` pairs, in ms."""
+    first_visible = min((ts + lat for ts, lat in samples), default=0.0)
+    running: list[float] = []
+    across: list[float] = []
+    for ts, lat in samples:
+        if ts + lat >= down_ms and ts < up_ms:
+            across.append(lat)
+        elif ts >= first_visible:
+            running.append(lat)
+    return {"running": percentiles(running), "across_outage": percentiles(across)}
+
 
 def percentiles(values: list[float]) -> dict[str, float]:
     """p50/p95/p99/max and n of ``values`` (empty with fewer than two)."""

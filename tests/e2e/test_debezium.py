@@ -26,5 +26,8 @@ def test_postgres_transactions_exactly_once_through_a_kill(tmp_path: Path) -> No
     assert result["rows_in_postgres"] > 50
     assert result["watch_checks"] > 10, "the watch must actually have looked"
     assert result["partial_visibility_observations"] == 0
+    # Transactions waited out the kill, and others were applied by the restarted pipeline.
+    assert result["begin_to_visible_ms_across_the_kill"]["n"] > 0
+    assert result["begin_to_visible_ms_running"]["n"] > 0
     log = (tmp_path / "demo" / "pipeline.log").read_text()
     assert log.count("query started") == 2  # killed once, restarted from the checkpoint

@@ -60,6 +60,7 @@ SINK_FAULTS = (
     "too-many-txns",
     "txn-in-processing",
     "fe-restart",
+    "fe-journal-restart",
 )
 OTHER_FAULTS = ("kill9", "broker-restart", "crash-during-recovery")
 # Faults the sink reports as terminal by design, so the pipeline may exit once for each
@@ -77,7 +78,7 @@ NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
      "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter",
      "crash:after_begin", "kill9"),
     ("crash-during-recovery", "publish-timeout", "too-many-txns", "fe-restart",
-     "sink-timeout", "crash:before_commit"),
+     "sink-timeout", "crash:before_commit", "fe-journal-restart"),
 )  # fmt: skip
 
 MAX_TXN_ROWS = 20  # the pipeline's assembler.max-txn-rows in chaos runs (>= 2 x max items)
@@ -397,6 +398,10 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
         )
     elif fault == "fe-restart":
         control.restart()
+    elif fault == "fe-journal-restart":
+        # The next commit lands, the FE comes back from its journal with the task CANCELLED,
+        # and the answer is lost: the client's retry hears "Can not commit CANCELLED".
+        control.journal_restart_after_commit(1)
     elif fault == "net-reset-load":
         supervisor.proxy.control.reset_before("load", count=1)
     elif fault == "net-drop-commit":

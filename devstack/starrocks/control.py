@@ -57,6 +57,14 @@ class EmulatorControl:
         """Apply the next ``count`` commits, then close the connection without answering."""
         self.add_fault("commit", "drop_response", count)
 
+    def journal_restart_after_commit(self, count: int = 1) -> None:
+        """Apply the next ``count`` commits, restart the FE from its journal, lose the answer.
+
+        A committed multi-table task then answers as CANCELLED (the client's retry of the
+        commit hears ``Can not commit CANCELLED``) while its label stays VISIBLE.
+        """
+        self.add_fault("commit", "journal_restart", count)
+
     def publish_timeout(self, count: int = 1) -> None:
         """Commit, then answer ``publish timeout`` (the txn is COMMITTED, VISIBLE shortly)."""
         self.add_fault("commit", "publish_timeout", count)
@@ -90,9 +98,13 @@ class EmulatorControl:
         """
         self._post("discard", {"tables": list(tables)})
 
-    def restart(self) -> None:
-        """Simulate an FE+BE restart: BE contexts dropped, running multi-table txns cancelled."""
-        self._post("restart")
+    def restart(self, journal: bool = False) -> None:
+        """Simulate an FE+BE restart: BE contexts dropped, running multi-table txns cancelled.
+
+        ``journal``: the FE replays its journal, so committed multi-table tasks come back
+        CANCELLED too, their labels VISIBLE (``TxnManager.restart``).
+        """
+        self._post("restart", {"journal": journal})
 
     def transactions(self) -> list[dict[str, Any]]:
         """Every transaction the FE knows (label, txn_id, db, multi, status, state, reason...)."""

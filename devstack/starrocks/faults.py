@@ -11,8 +11,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 OPS = frozenset(["begin", "load", "prepare", "commit", "rollback", "get_load_state"])
+#: ``journal_restart``: the operation happens, then the FE restarts from its journal
+#: (``TxnManager.restart(journal=True)``) and the answer is lost.
 KINDS = frozenset(
-    ["fail", "delay", "drop_response", "publish_timeout", "too_many_txns", "commit_ok_but_failed"]
+    [
+        "fail",
+        "delay",
+        "drop_response",
+        "publish_timeout",
+        "too_many_txns",
+        "commit_ok_but_failed",
+        "journal_restart",
+    ]
 )
 
 

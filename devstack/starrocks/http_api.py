@@ -254,7 +254,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = txns.fe_rollback(h)
         if reply is not None and reply.redirect:
             return None
-        if reply is not None and kind == "drop_response":
+        if kind == "journal_restart":
+            txns.restart(journal=True)
+        if reply is not None and kind in ("drop_response", "journal_restart"):
             reply.drop = True
         return reply
 
@@ -335,7 +337,11 @@ class _Handler(BaseHTTPRequestHandler):
             emu.storage.discard_rows((db, table) for db, table in pairs)
             return Reply({"ok": True}, "fe")
         if what == "restart" and method == "POST":
-            emu.txns.restart()
+            try:
+                journal = bool(json.loads(body or b"{}").get("journal", False))
+            except (ValueError, AttributeError) as e:
+                return Reply({"ok": False, "error": str(e)}, "fe", 400)
+            emu.txns.restart(journal=journal)
             return Reply({"ok": True}, "fe")
         if what == "txns" and method == "GET":
             return Reply({"txns": emu.txns.list_txns()}, "fe")

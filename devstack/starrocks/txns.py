@@ -141,6 +141,11 @@ class Txn:
     # nothing there (StreamLoadMultiStmtTask.beginTxn -> TransactionStmtExecutor.beginStmt);
     # 4.0 registers at commit (loadData), the newest code at the first load (spec §4.3a).
     registered: bool = False
+    # Multi-table, committed: the FE came back from its journal, which holds only the task's
+    # creation, so the task is CANCELLED (StreamLoadMgr.cancelUnDurableTaskAfterRestart)
+    # while the transaction manager keeps the label VISIBLE. Commit, load and rollback answer
+    # as for a cancelled task; get_load_state still says VISIBLE.
+    replayed_cancelled: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
 
     @property
@@ -284,16 +289,22 @@ class TxnManager:
                 txn.status = VISIBLE
                 self.storage.save_txn(txn.meta())
 
-    def restart(self) -> None:
+    def restart(self, journal: bool = False) -> None:
         """FE + BE restart: BE contexts vanish, running multi-table tasks are cancelled.
 
         Single-table txns keep their FE status (PREPARE ones then time out, PREPARED ones can
         still be committed from their persisted rows), as on a real cluster.
+
+        ``journal``: the FE replays its journal with no image since the multi-table tasks
+        committed, so committed tasks come back CANCELLED too (:attr:`Txn.replayed_cancelled`);
+        without it they come back as an image holds them, COMMITED.
         """
         with self.lock:
             for txn in list(self.by_id.values()):
                 if txn.multi and txn.status in (BEGIN, ABORTING):
                     self._finish(txn, CANCELLED, RESTART_REASON)
+                elif journal and txn.multi and txn.status == COMMITED:
+                    txn.replayed_cancelled = True
                 elif not txn.multi and txn.status == PREPARE and txn.be_alive:
                     txn.be_alive = False
                     txn.channels.clear()
@@ -513,13 +524,14 @@ class TxnManager:
                 return REDIRECT
             if txn is None or not txn.multi:
                 return fe("FAILED", EXC + f"stream load task {label} does not exist")
-            if txn.status in (COMMITED, COMMITING):
-                return fe("FAILED", EXC + f"stream load task {label} has already been commited")
-            if txn.status == CANCELLED:
+            if txn.status == CANCELLED or txn.replayed_cancelled:
+                reason = RESTART_REASON if txn.replayed_cancelled else txn.reason
                 return fe(
                     "FAILED",
-                    EXC + f"stream load task {label} has already been cancelled: {txn.reason}",
+                    EXC + f"stream load task {label} has already been cancelled: {reason}",
                 )
+            if txn.status in (COMMITED, COMMITING):
+                return fe("FAILED", EXC + f"stream load task {label} has already been commited")
             if txn.status == ABORTING:
                 return fe("FAILED", EXC + f"stream load task {label} is aborting: {txn.reason}")
             schema = self.storage.tables.get((db, table))
@@ -713,14 +725,14 @@ class TxnManager:
 
     def _multi_commit_state(self, txn: Txn) -> Reply | None:
         label, n = txn.label, txn.txn_id
-        if txn.status == COMMITED:
+        if txn.status == COMMITED and not txn.replayed_cancelled:
             return fe(
                 "OK",
                 f"Transaction {n} has already committed, label is {label}",
                 TxnId=n,
                 Label=label,
             )
-        if txn.status == CANCELLED:
+        if txn.status == CANCELLED or txn.replayed_cancelled:
             return fe("FAILED", f"Can not commit CANCELLED transaction {n}, label is {label}")
         if txn.status == ABORTING:
             return fe(
@@ -737,6 +749,9 @@ class TxnManager:
             if txn is None or not txn.multi:
                 return fe("FAILED", EXC + f"stream load task{label}does not exist")
             n = txn.txn_id
+            if txn.replayed_cancelled:
+                # The task's answer, not the label's: the transaction is VISIBLE.
+                return fe("OK", f"Transaction {n} has already aborted, label is {label}")
             if txn.status == COMMITED:
                 return fe("FAILED", f"Can not abort VISIBLE transaction {n}, label is {label}")
             if txn.status == COMMITING:

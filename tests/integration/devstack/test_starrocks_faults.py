@@ -131,6 +131,38 @@ def test_restart_knob_cancels_multi_and_drops_be_contexts(
     assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(3,)]
 
 
+def test_journal_restart_cancels_committed_multi_tasks_and_keeps_their_labels_visible(
+    c: TxnClient, emu: EmulatorHandle
+) -> None:
+    assert c.call("begin", "jr", multi=True, timeout="60").status == "OK"
+    assert c.load("jr", "t1", [{"id": 7}], multi=True).status == "OK"
+    assert c.call("commit", "jr", multi=True).status == "OK"
+    emu.control.restart()  # as an image holds it: the task stays committed
+    assert "has already committed" in c.call("commit", "jr", multi=True).message
+    emu.control.restart(journal=True)  # the journal holds only the task's creation
+    r = c.call("commit", "jr", multi=True)
+    assert r.status == "FAILED"
+    assert "Can not commit CANCELLED" in r.message
+    r = c.call("rollback", "jr", multi=True)
+    assert (r.status, "has already aborted" in r.message) == ("OK", True)
+    assert "has already been cancelled" in c.load("jr", "t1", [{"id": 8}], multi=True).message
+    assert c.state("jr") == "VISIBLE"  # the transaction manager keeps the outcome
+    assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(7,)]
+
+
+def test_journal_restart_fault_commits_then_loses_the_answer(
+    c: TxnClient, emu: EmulatorHandle
+) -> None:
+    assert c.call("begin", "jf", multi=True, timeout="60").status == "OK"
+    assert c.load("jf", "t1", [{"id": 9}], multi=True).status == "OK"
+    emu.control.journal_restart_after_commit(1)
+    with pytest.raises(requests.ConnectionError):
+        c.call("commit", "jf", multi=True)
+    assert "Can not commit CANCELLED" in c.call("commit", "jf", multi=True).message
+    assert c.state("jf") == "VISIBLE"
+    assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(9,)]
+
+
 def test_admin_api_validation_and_listing(c: TxnClient, emu: EmulatorHandle) -> None:
     r = requests.post(
         f"{emu.fe_url}/_emulator/faults", json={"op": "nope", "kind": "fail"}, timeout=10

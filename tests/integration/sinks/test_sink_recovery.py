@@ -75,6 +75,19 @@ def test_lost_commit_response_is_settled_by_label_state(sr, spark):
     assert sr.control.labels(DB) == {f"t-{QID}-0-0": "VISIBLE"}
 
 
+def test_commit_retried_after_an_fe_journal_restart_hears_cancelled_and_is_not_reloaded(sr, spark):
+    """The commit lands, the FE restarts from its journal, the client's retry hears
+    "Can not commit CANCELLED": the label (VISIBLE) decides, the batch is not loaded again."""
+    sink = make_sink(sr, query_id=QID)
+    sink.open()
+    sr.control.journal_restart_after_commit(1)
+    result = sink.write_batch(batch(spark, rows()), 0)
+    assert result.outcome == "committed"
+    assert result.attempt == 0
+    assert_applied_once(sr)
+    assert sr.control.labels(DB) == {f"t-{QID}-0-0": "VISIBLE"}
+
+
 def test_unknown_commit_outcome_stops_the_query_and_the_replay_skips(sr, spark):
     """Commit answer lost and the state cannot be read: stop (transient), never guess."""
     from common.errors import Transient

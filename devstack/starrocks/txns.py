@@ -143,8 +143,8 @@ class Txn:
     registered: bool = False
     # Multi-table, committed: the FE came back from its journal, which holds only the task's
     # creation, so the task is CANCELLED (StreamLoadMgr.cancelUnDurableTaskAfterRestart)
-    # while the transaction manager keeps the label VISIBLE. Commit, load and rollback answer
-    # as for a cancelled task; get_load_state still says VISIBLE.
+    # while the transaction manager keeps the label VISIBLE. Begin, commit, load and rollback
+    # answer as for a cancelled task; get_load_state still says VISIBLE.
     replayed_cancelled: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
 
@@ -479,7 +479,7 @@ class TxnManager:
             # blocks the label here too.
             txn = self._latest(db, label) or self._multi_task_anywhere(label)
             if txn is not None and txn.multi:
-                if txn.status == COMMITED:
+                if txn.status == COMMITED and not txn.replayed_cancelled:
                     return fe(
                         "LABEL_ALREADY_EXISTS",
                         f"Label [{label}] has already been used.",
@@ -488,7 +488,7 @@ class TxnManager:
                 return fe(
                     "LABEL_ALREADY_EXISTS",
                     f"Transaction already started with label [{label}], txnId: {txn.txn_id}",
-                    ExistingJobStatus=txn.status,
+                    ExistingJobStatus=CANCELLED if txn.replayed_cancelled else txn.status,
                     TxnId=txn.txn_id,
                 )
             if txn is not None and txn.status != ABORTED:

@@ -146,6 +146,7 @@ def test_journal_restart_cancels_committed_multi_tasks_and_keeps_their_labels_vi
     r = c.call("rollback", "jr", multi=True)
     assert (r.status, "has already aborted" in r.message) == ("OK", True)
     assert "has already been cancelled" in c.load("jr", "t1", [{"id": 8}], multi=True).message
+    assert c.call("begin", "jr", multi=True).body["ExistingJobStatus"] == "CANCELLED"
     assert c.state("jr") == "VISIBLE"  # the transaction manager keeps the outcome
     assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(7,)]
 

@@ -88,6 +88,20 @@ def test_commit_retried_after_an_fe_journal_restart_hears_cancelled_and_is_not_r
     assert sr.control.labels(DB) == {f"t-{QID}-0-0": "VISIBLE"}
 
 
+def test_replay_after_an_fe_journal_restart_is_found_applied_by_the_label_state(sr, spark):
+    """Begin, the probe, would now say CANCELLED (a crashed attempt): the label's state,
+    asked first for a batch that is not fresh, says VISIBLE."""
+    crashed = make_sink(sr, query_id=QID, fault_hook=crash_at("after_commit"))
+    crashed.open()
+    with pytest.raises(SimulatedCrash):
+        crashed.write_batch(batch(spark, rows()), 5)
+    sr.control.restart(journal=True)
+    result = make_sink(sr, query_id=QID).write_batch(batch(spark, rows()), 5)
+    assert result.outcome == "already_applied"
+    assert_applied_once(sr)
+    assert len(sr.control.transactions()) == 1
+
+
 def test_unknown_commit_outcome_stops_the_query_and_the_replay_skips(sr, spark):
     """Commit answer lost and the state cannot be read: stop (transient), never guess."""
     from common.errors import Transient

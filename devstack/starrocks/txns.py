@@ -285,6 +285,8 @@ class TxnManager:
             self._track(txn)
             if txn.multi and txn.status in (BEGIN, COMMITING, ABORTING):
                 self._finish(txn, CANCELLED, RESTART_REASON)
+            elif txn.multi and txn.status == COMMITED:
+                txn.replayed_cancelled = True  # a replayed edit log, as restart(journal=True)
             elif txn.status == COMMITTED:
                 txn.status = VISIBLE
                 self.storage.save_txn(txn.meta())

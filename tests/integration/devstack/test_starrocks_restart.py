@@ -54,6 +54,9 @@ def test_restart_keeps_data_labels_and_prepared(tmp_path: Path) -> None:
         assert h2.sql("SELECT id FROM d.t1") == [(1,)]
         assert c2.state("done") == "VISIBLE"
         assert c2.call("begin", "done", multi=True).status == "LABEL_ALREADY_EXISTS"
+        # The replayed edit log holds only the task's creation: the committed task is back
+        # CANCELLED, its label VISIBLE (restart(journal=True) in test_starrocks_faults.py).
+        assert "Can not commit CANCELLED" in c2.call("commit", "done", multi=True).message
         assert c2.state("mopen") == "UNKNOWN"  # cancelAfterRestart; never registered
         assert c2.call("begin", "mopen", multi=True).body["ExistingJobStatus"] == "CANCELLED"
         assert c2.state("open") == "PREPARE"  # FE state kept, BE context gone

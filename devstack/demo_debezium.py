@@ -33,7 +33,7 @@ from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.postgres import PostgresServer
 from devstack.progress import wait_with_progress
-from devstack.stack import LOCAL_CONFIG, LatencySampler, LocalStack
+from devstack.stack import LOCAL_CONFIG, LatencySampler, LocalStack, split_by_outage
 
 PREFIX = "shop"
 TABLES = ("public.orders", "public.order_items")
@@ -252,7 +252,7 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
             stop.set()
             watcher.join(30)
             report = reports[0] if reports else None
-    split = sampler.around_outage(killed_ms, back_ms)
+    split = split_by_outage(sampler.samples, killed_ms, back_ms)
     missing = [r for r in want if r not in got]
     extra = [r for r in got if r not in want]
     return {

@@ -234,20 +234,16 @@ class LatencySampler:
             values = [lat for ts, lat in self.samples if ts >= first_visible]
         return percentiles(values)
 
-    def around_outage(self, down_ms: float, up_ms: float) -> dict[str, dict[str, float]]:
-        """The samples split by whether a transaction waited out an outage (epoch ms).
-
-        ``across_outage``: produced before ``up_ms`` and first seen after ``down_ms``.
-        ``running``: the others, leaving out those produced before the first one was seen
-        (the pipeline's start).
-        """
-        return split_by_outage(self.samples, down_ms, up_ms)
-
 
 def split_by_outage(
     samples: list[tuple[float, float]], down_ms: float, up_ms: float
 ) -> dict[str, dict[str, float]]:
-    """:meth:`LatencySampler.around_outage` of ``(source time, latency)`` pairs, in ms."""
+    """Percentiles of ``(source time, latency)`` pairs split around an outage (epoch ms).
+
+    ``across_outage``: produced before ``up_ms`` and first seen after ``down_ms``.
+    ``running``: the others, leaving out those produced before the first one was seen (the
+    pipeline's start).
+    """
     first_visible = min((ts + lat for ts, lat in samples), default=0.0)
     running: list[float] = []
     across: list[float] = []

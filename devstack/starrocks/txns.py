@@ -143,10 +143,14 @@ class Txn:
     registered: bool = False
     # Multi-table, committed: the FE came back from its journal, which holds only the task's
     # creation, so the task is CANCELLED (StreamLoadMgr.cancelUnDurableTaskAfterRestart)
-    # while the transaction manager keeps the label VISIBLE. Begin, commit, load and rollback
-    # answer as for a cancelled task; get_load_state still says VISIBLE.
+    # while the transaction manager keeps the label VISIBLE (:attr:`task_status`).
     replayed_cancelled: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
+
+    @property
+    def task_status(self) -> str:
+        """The multi-table task's state, which begin, load, commit and rollback answer by."""
+        return CANCELLED if self.replayed_cancelled else self.status
 
     @property
     def load_state(self) -> str:
@@ -481,7 +485,7 @@ class TxnManager:
             # blocks the label here too.
             txn = self._latest(db, label) or self._multi_task_anywhere(label)
             if txn is not None and txn.multi:
-                if txn.status == COMMITED and not txn.replayed_cancelled:
+                if txn.task_status == COMMITED:
                     return fe(
                         "LABEL_ALREADY_EXISTS",
                         f"Label [{label}] has already been used.",
@@ -490,7 +494,7 @@ class TxnManager:
                 return fe(
                     "LABEL_ALREADY_EXISTS",
                     f"Transaction already started with label [{label}], txnId: {txn.txn_id}",
-                    ExistingJobStatus=CANCELLED if txn.replayed_cancelled else txn.status,
+                    ExistingJobStatus=txn.task_status,
                     TxnId=txn.txn_id,
                 )
             if txn is not None and txn.status != ABORTED:
@@ -526,15 +530,15 @@ class TxnManager:
                 return REDIRECT
             if txn is None or not txn.multi:
                 return fe("FAILED", EXC + f"stream load task {label} does not exist")
-            if txn.status == CANCELLED or txn.replayed_cancelled:
+            if txn.task_status in (COMMITED, COMMITING):
+                return fe("FAILED", EXC + f"stream load task {label} has already been commited")
+            if txn.task_status == CANCELLED:
                 reason = RESTART_REASON if txn.replayed_cancelled else txn.reason
                 return fe(
                     "FAILED",
                     EXC + f"stream load task {label} has already been cancelled: {reason}",
                 )
-            if txn.status in (COMMITED, COMMITING):
-                return fe("FAILED", EXC + f"stream load task {label} has already been commited")
-            if txn.status == ABORTING:
+            if txn.task_status == ABORTING:
                 return fe("FAILED", EXC + f"stream load task {label} is aborting: {txn.reason}")
             schema = self.storage.tables.get((db, table))
             if schema is None:
@@ -727,20 +731,20 @@ class TxnManager:
 
     def _multi_commit_state(self, txn: Txn) -> Reply | None:
         label, n = txn.label, txn.txn_id
-        if txn.status == COMMITED and not txn.replayed_cancelled:
+        if txn.task_status == COMMITED:
             return fe(
                 "OK",
                 f"Transaction {n} has already committed, label is {label}",
                 TxnId=n,
                 Label=label,
             )
-        if txn.status == CANCELLED or txn.replayed_cancelled:
+        if txn.task_status == CANCELLED:
             return fe("FAILED", f"Can not commit CANCELLED transaction {n}, label is {label}")
-        if txn.status == ABORTING:
+        if txn.task_status == ABORTING:
             return fe(
                 "FAILED", f"Transaction {n} is aborting (reason: {txn.reason}), label is {label}"
             )
-        if txn.status == COMMITING:
+        if txn.task_status == COMMITING:
             return fe("FAILED", f"Transaction {n} is already committing, label is {label}")
         return None
 
@@ -751,22 +755,19 @@ class TxnManager:
             if txn is None or not txn.multi:
                 return fe("FAILED", EXC + f"stream load task{label}does not exist")
             n = txn.txn_id
-            if txn.replayed_cancelled:
-                # The task's answer, not the label's: the transaction is VISIBLE.
-                return fe("OK", f"Transaction {n} has already aborted, label is {label}")
-            if txn.status == COMMITED:
+            if txn.task_status == COMMITED:
                 return fe("FAILED", f"Can not abort VISIBLE transaction {n}, label is {label}")
-            if txn.status == COMMITING:
+            if txn.task_status == COMMITING:
                 return fe(
                     "FAILED", f"Can not abort transaction {n} during committing, label is {label}"
                 )
-            if txn.status == ABORTING:
+            if txn.task_status == ABORTING:
                 return fe(
                     "OK",
                     f"Transaction {n} abort is already in progress, label is {label}. "
                     "Background retry will continue.",
                 )
-            if txn.status == CANCELLED:
+            if txn.task_status == CANCELLED:
                 return fe("OK", f"Transaction {n} has already aborted, label is {label}")
             self._finish(txn, CANCELLED, "user cancelled")
             return fe("OK", f"stream load {label} abort")

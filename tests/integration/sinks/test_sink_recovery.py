@@ -64,23 +64,13 @@ def test_crash_after_commit_is_detected_on_replay(sr, spark):
     assert len(sr.control.transactions()) == 1
 
 
-def test_lost_commit_response_is_settled_by_label_state(sr, spark):
+# A lost answer; a journal restart between the commit and the client's retry, which then
+# hears "Can not commit CANCELLED": either way the label (VISIBLE) decides, never a reload.
+@pytest.mark.parametrize("fault", ["drop_commit_response", "journal_restart_after_commit"])
+def test_commit_with_a_lost_answer_is_settled_by_label_state_not_reloaded(sr, spark, fault):
     sink = make_sink(sr, query_id=QID)
     sink.open()
-    sr.control.drop_commit_response(1)
-    result = sink.write_batch(batch(spark, rows()), 0)
-    assert result.outcome == "committed"
-    assert result.attempt == 0
-    assert_applied_once(sr)
-    assert sr.control.labels(DB) == {f"t-{QID}-0-0": "VISIBLE"}
-
-
-def test_commit_retried_after_an_fe_journal_restart_hears_cancelled_and_is_not_reloaded(sr, spark):
-    """The commit lands, the FE restarts from its journal, the client's retry hears
-    "Can not commit CANCELLED": the label (VISIBLE) decides, the batch is not loaded again."""
-    sink = make_sink(sr, query_id=QID)
-    sink.open()
-    sr.control.journal_restart_after_commit(1)
+    getattr(sr.control, fault)(1)
     result = sink.write_batch(batch(spark, rows()), 0)
     assert result.outcome == "committed"
     assert result.attempt == 0

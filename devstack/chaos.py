@@ -61,6 +61,7 @@ SINK_FAULTS = (
     "txn-in-processing",
     "fe-restart",
     "fe-journal-restart",
+    "commit-lock-timeout",
 )
 OTHER_FAULTS = ("kill9", "broker-restart", "crash-during-recovery")
 # Faults the sink reports as terminal by design, so the pipeline may exit once for each
@@ -78,9 +79,13 @@ NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
      "txn-in-processing", "net-reset-load", "net-drop-commit", "net-503-begin", "net-jitter",
      "crash:after_begin", "kill9"),
     ("crash-during-recovery", "publish-timeout", "too-many-txns", "fe-restart",
-     "sink-timeout", "crash:before_commit", "fe-journal-restart"),
+     "sink-timeout", "crash:before_commit", "fe-journal-restart", "commit-lock-timeout"),
 )  # fmt: skip
 
+LOCK_TIMEOUT = (
+    "class com.starrocks.common.StarRocksException: get database write lock timeout, "
+    "database=cdc, timeoutMillis=5000"
+)
 MAX_TXN_ROWS = 20  # the pipeline's assembler.max-txn-rows in chaos runs (>= 2 x max items)
 SOCKET_TIMEOUT_MS = 4000  # the sink's HTTP read timeout in chaos runs; sink-timeout exceeds it
 
@@ -402,6 +407,9 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
         # The next commit lands, the FE comes back from its journal with the task CANCELLED,
         # and the answer is lost: the client's retry hears "Can not commit CANCELLED".
         control.journal_restart_after_commit(1)
+    elif fault == "commit-lock-timeout":
+        # The FE gives up on the database lock before committing: the label stays open.
+        control.fail_next("commit", 1, status="FAILED", message=LOCK_TIMEOUT)
     elif fault == "net-reset-load":
         supervisor.proxy.control.reset_before("load", count=1)
     elif fault == "net-drop-commit":

@@ -268,10 +268,10 @@ class PerTableCommitter:
                 raise CommitOutcomeUnknownError(msg, label=txn.label) from first
             self._policy.pause(retry)
             retry += 1
-            if state in (LoadState.PREPARE, LoadState.PREPARED) and not isinstance(
-                first, CommitOutcomeUnknownError
-            ):
-                # The commit may never have arrived: re-sending it on the same label is safe.
+            if state in (LoadState.PREPARE, LoadState.PREPARED):
+                # The commit may never have arrived, or the FE gave up before committing (a
+                # database write-lock timeout; nothing else would commit the label). Sending
+                # it again on the same label is safe: a committed label answers so.
                 try:
                     self._api.commit(txn.label, table)
                     return Verdict.COMMITTED

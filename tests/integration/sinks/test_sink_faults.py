@@ -103,3 +103,24 @@ def test_commit_answered_ok_that_failed_is_redone_under_the_next_label(sr, spark
     assert (result.outcome, result.attempt) == ("committed", 1)
     assert sr.control.labels(DB) == {f"t-{QID}-0-0": "ABORTED", f"t-{QID}-0-1": "VISIBLE"}
     assert len(table_rows(sr, "orders")) == 2
+
+
+LOCK_TIMEOUT = (
+    "class com.starrocks.common.StarRocksException: get database write lock timeout, "
+    "database=cdc, timeoutMillis=5000"
+)
+
+
+@pytest.mark.parametrize("multi", ["true", "false"])
+def test_commit_refused_by_a_write_lock_timeout_is_sent_again(sr, spark, multi):
+    """The FE gave up on the database lock before committing: the label stays open and
+    nothing else commits it, so the sink sends the commit again within the same batch."""
+    sink = make_sink(sr, query_id=QID, **{"sink.transaction.multi-table.enabled": multi})
+    sink.open()
+    sr.control.fail_next("commit", 1, status="FAILED", message=LOCK_TIMEOUT)
+    result = sink.write_batch(batch(spark, rows()), 0)
+    assert (result.outcome, result.attempt) == ("committed", 0)
+    assert set(sr.control.labels(DB).values()) == {"VISIBLE"}
+    assert len(table_rows(sr, "orders")) == 2
+    assert len(table_rows(sr, "order_items")) == 4
+    assert sr.control.faults() == []

@@ -436,6 +436,7 @@ FAULTS = (
     "error_before",  # connection refused: nothing happened
     "busy_before",  # HTTP 500 without a body: nothing happened
     "in_processing",  # TXN_IN_PROCESSING: nothing happened
+    "lock_timeout",  # FAILED "get database write lock timeout": nothing happened
     "lost_after",  # it happened; the answer was lost (read timeout)
     "crash_before",
     "crash_after",
@@ -463,13 +464,17 @@ class ScriptedApi:
             raise Crash(f"{name} {label}")
         if fault == "restart":
             self.server.restart()
-        if fault in ("error_before", "busy_before", "in_processing"):
+        if fault in ("error_before", "busy_before", "in_processing", "lock_timeout"):
             op = TxnOp(name)
             if fault == "error_before":
                 detail = "ConnectionError: refused"
                 err = classify(op, None, None, label=label, table=table, detail=detail)
             elif fault == "busy_before":
                 err = classify(op, 500, b"<html>oops</html>", label=label, table=table)
+            elif fault == "lock_timeout":
+                msg = EXC + "get database write lock timeout, database=d, timeoutMillis=5000"
+                body = json.dumps({"Status": "FAILED", "Label": label, "Message": msg})
+                err = classify(op, 200, body, label=label, table=table)
             else:
                 msg = "Transaction in processing, please retry later"
                 body = json.dumps({"Status": "TXN_IN_PROCESSING", "Label": label, "Message": msg})

@@ -567,6 +567,21 @@ def test_per_table_unclear_begin_is_rolled_back_before_the_next_attempt():
     assert_applied_once(server)
 
 
+@pytest.mark.parametrize("mode", ["multi", "per-table"])
+def test_commit_refused_by_a_lock_timeout_is_sent_again_in_the_same_run(mode):
+    """``get database write lock timeout``: the FE gave up before committing, the label is
+    still open and nothing else will commit it. The same run sends the commit again."""
+    clean = ScriptedApi(FakeStarRocks())
+    committer(mode, clean).run(plan())
+    commits = [i for i, (name, _, _) in enumerate(clean.calls) if name == "commit"]
+    server = FakeStarRocks()
+    api = ScriptedApi(server, {commits[-1]: "lock_timeout"})
+    result = committer(mode, api).run(plan())
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 0)
+    assert names(api).count("commit") == len(commits) + 1
+    assert_applied_once(server)
+
+
 def test_per_table_partly_committed_without_prepare_is_terminal():
     server = FakeStarRocks()
     tables = (*sorted(ROWS), "_cdc_progress")

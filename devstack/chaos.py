@@ -408,8 +408,9 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
         # and the answer is lost: the client's retry hears "Can not commit CANCELLED".
         control.journal_restart_after_commit(1)
     elif fault == "commit-lock-timeout":
-        # The FE gives up on the database lock before committing: the label stays open.
-        control.fail_next("commit", 1, status="FAILED", message=LOCK_TIMEOUT)
+        # The FE's commit fails on the database lock: a multi-table task rolls back, a
+        # single-table transaction stays PREPARED (only the client would commit it).
+        control.commit_failed(LOCK_TIMEOUT)
     elif fault == "net-reset-load":
         supervisor.proxy.control.reset_before("load", count=1)
     elif fault == "net-drop-commit":

@@ -77,6 +77,14 @@ class EmulatorControl:
         """
         self.add_fault("commit", "commit_ok_but_failed", count)
 
+    def commit_failed(self, message: str, count: int = 1) -> None:
+        """The next ``count`` commits fail in the FE and answer FAILED ``message``.
+
+        As a database write-lock timeout does: a multi-table task rolls back (its label
+        ABORTED), a single-table transaction stays PREPARED for the client to commit again.
+        """
+        self.add_fault("commit", "commit_failed", count, status="FAILED", message=message)
+
     def too_many_txns(self, count: int = 1) -> None:
         """The next ``count`` begins fail with ``current running txns on db ...``."""
         self.add_fault("begin", "too_many_txns", count)

@@ -12,10 +12,13 @@ from typing import Any
 
 OPS = frozenset(["begin", "load", "prepare", "commit", "rollback", "get_load_state"])
 #: ``journal_restart``: the operation happens, then the FE restarts from its journal
-#: (``TxnManager.restart(journal=True)``) and the answer is lost.
+#: (``TxnManager.restart(journal=True)``) and the answer is lost. ``commit_failed``: the
+#: FE's commit fails (e.g. a database write-lock timeout) and answers FAILED ``message``; a
+#: multi-table task rolls back (CANCELLED), a single-table transaction stays PREPARED.
 KINDS = frozenset(
     [
         "fail",
+        "commit_failed",
         "delay",
         "drop_response",
         "publish_timeout",

@@ -249,6 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
                 h,
                 publish_timeout=kind == "publish_timeout",
                 ok_but_failed=kind == "commit_ok_but_failed",
+                failed=fault.message if fault is not None and kind == "commit_failed" else None,
             )
         else:
             reply = txns.fe_rollback(h)

@@ -574,14 +574,25 @@ class TxnManager:
         return REDIRECT
 
     def fe_commit(
-        self, h: Mapping[str, str], *, publish_timeout: bool = False, ok_but_failed: bool = False
+        self,
+        h: Mapping[str, str],
+        *,
+        publish_timeout: bool = False,
+        ok_but_failed: bool = False,
+        failed: str | None = None,
     ) -> Reply:
-        """FE commit: answers PREPARED/COMMITTED/VISIBLE/ABORTED itself, 307s PREPARE."""
+        """FE commit: answers PREPARED/COMMITTED/VISIBLE/ABORTED itself, 307s PREPARE.
+
+        ``failed``: the commit fails with this message (a database write-lock timeout, say):
+        a multi-table task rolls back, a single-table transaction is left as it was.
+        """
         err = self._fe_common(h)
         if err is not None:
             return err
         if is_multi(h):
-            return self._multi_commit(h, publish_timeout, ok_but_failed)
+            return self._multi_commit(h, publish_timeout, ok_but_failed, failed)
+        if failed is not None:
+            return fe("FAILED", failed)
         db, label = h["db"], h["label"]
         with self.lock:
             txn = self._latest(db, label)
@@ -665,7 +676,11 @@ class TxnManager:
     # -- multi-table -------------------------------------------------------------------------
 
     def _multi_commit(
-        self, h: Mapping[str, str], publish_timeout: bool, ok_but_failed: bool = False
+        self,
+        h: Mapping[str, str],
+        publish_timeout: bool,
+        ok_but_failed: bool = False,
+        failed: str | None = None,
     ) -> Reply:
         """Multi-table commit (``StreamLoadMultiStmtTask.commitTxn``).
 
@@ -673,6 +688,8 @@ class TxnManager:
         label COMMITTED until it turns VISIBLE (the commit itself succeeded).
         ``ok_but_failed``: some 4.0.x builds, where ``commitStmt`` failed, only
         ``commitErrorMsg`` was set, the task rolled back, and the answer still said OK.
+        ``failed``: ``commitStmt`` failed with this message; the task rolls back (ABORTING,
+        then CANCELLED) and the answer is that error.
         """
         db, label = h["db"], h["label"]
         with self.lock:
@@ -711,6 +728,9 @@ class TxnManager:
                 if ok_but_failed:
                     self._finish(txn, CANCELLED, "commit failed: injected commitStmt error")
                     return fe("OK", "", Label=label, TxnId=txn.txn_id)
+                if failed is not None:
+                    self._finish(txn, CANCELLED, f"commit failed: {failed}")
+                    return fe("FAILED", failed)
                 txn.status = COMMITING
                 changes: list[TableRows] = [(c.schema, c.rows) for c in channels.values()]
             try:

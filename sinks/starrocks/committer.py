@@ -332,12 +332,14 @@ class MultiTableCommitter:
             if state is not None and state.is_committed:
                 return Verdict.COMMITTED
             if state == LoadState.ABORTED:
-                return Verdict.ABORTED
+                return _aborted(label, said_ok, first)
             if state is not None:
                 # Not registered (or not yet committed): the commit may never have arrived,
                 # or (some 4.0.x builds) failed behind an OK. Re-sending it is safe: the
                 # task answers "already committed", commits now, or says it is cancelled.
                 verdict = self._recommit(label)
+                if verdict is Verdict.ABORTED:
+                    return _aborted(label, said_ok, first)
                 if verdict is not None:
                     return verdict
             if self._policy.expired(deadline):
@@ -366,6 +368,17 @@ class MultiTableCommitter:
             if not isinstance(e, Transient):
                 raise
         return None
+
+
+def _aborted(label: str, said_ok: bool, answer: StarRocksError | None) -> Verdict:
+    """An attempt that did not commit: say why, since the batch is loaded again."""
+    logger.warning(
+        "starrocks commit aborted label=%s answer=%s; the batch is loaded again under the "
+        "next attempt's label",
+        label,
+        "OK" if said_ok else answer,
+    )
+    return Verdict.ABORTED
 
 
 def _cancelled(error: StarRocksError) -> bool:

@@ -164,6 +164,34 @@ def test_journal_restart_fault_commits_then_loses_the_answer(
     assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(9,)]
 
 
+LOCK_TIMEOUT = "get database write lock timeout, database=cdc, timeoutMillis=5000"
+
+
+def test_commit_failed_rolls_a_multi_table_task_back_and_leaves_a_prepared_txn_open(
+    c: TxnClient, emu: EmulatorHandle
+) -> None:
+    """As ``StreamLoadMultiStmtTask.commitTxn`` does when ``commitStmt`` fails (ABORTING,
+    then CANCELLED), while a single-table commit that fails leaves the txn PREPARED."""
+    assert c.call("begin", "cf", multi=True, timeout="60").status == "OK"
+    assert c.load("cf", "t1", [{"id": 5}], multi=True).status == "OK"
+    emu.control.commit_failed(LOCK_TIMEOUT)
+    r = c.call("commit", "cf", multi=True)
+    assert (r.status, r.message) == ("FAILED", LOCK_TIMEOUT)
+    assert "Can not commit CANCELLED" in c.call("commit", "cf", multi=True).message
+    assert c.call("begin", "cf", multi=True).body["ExistingJobStatus"] == "CANCELLED"
+    assert c.state("cf") == "ABORTED"
+    assert c.call("begin", "cs", table="t1").status == "OK"
+    assert c.load("cs", "t1", [{"id": 6}]).status == "OK"
+    assert c.call("prepare", "cs").status == "OK"
+    emu.control.commit_failed(LOCK_TIMEOUT)
+    r = c.call("commit", "cs")
+    assert (r.status, r.message, r.node) == ("FAILED", LOCK_TIMEOUT, "fe")
+    assert c.state("cs") == "PREPARED"
+    assert c.call("commit", "cs").status == "OK"
+    assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(6,)]
+    assert emu.control.faults() == []
+
+
 def test_admin_api_validation_and_listing(c: TxnClient, emu: EmulatorHandle) -> None:
     r = requests.post(
         f"{emu.fe_url}/_emulator/faults", json={"op": "nope", "kind": "fail"}, timeout=10

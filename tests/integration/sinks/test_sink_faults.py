@@ -111,16 +111,20 @@ LOCK_TIMEOUT = (
 )
 
 
-@pytest.mark.parametrize("multi", ["true", "false"])
-def test_commit_refused_by_a_write_lock_timeout_is_sent_again(sr, spark, multi):
-    """The FE gave up on the database lock before committing: the label stays open and
-    nothing else commits it, so the sink sends the commit again within the same batch."""
+@pytest.mark.parametrize(("multi", "attempt"), [("true", 1), ("false", 0)])
+def test_commit_refused_by_a_write_lock_timeout_is_settled_in_the_same_batch(
+    sr, spark, multi, attempt
+):
+    """The FE's commit fails on the database lock. A multi-table task rolls back: the batch
+    goes again under the next label. A single-table txn stays PREPARED and nothing else
+    would commit it: the sink sends the commit again on the same label."""
     sink = make_sink(sr, query_id=QID, **{"sink.transaction.multi-table.enabled": multi})
     sink.open()
-    sr.control.fail_next("commit", 1, status="FAILED", message=LOCK_TIMEOUT)
+    sr.control.commit_failed(LOCK_TIMEOUT)
     result = sink.write_batch(batch(spark, rows()), 0)
-    assert (result.outcome, result.attempt) == ("committed", 0)
-    assert set(sr.control.labels(DB).values()) == {"VISIBLE"}
+    assert (result.outcome, result.attempt) == ("committed", attempt)
+    states = set(sr.control.labels(DB).values())
+    assert states == ({"ABORTED", "VISIBLE"} if attempt else {"VISIBLE"})
     assert len(table_rows(sr, "orders")) == 2
     assert len(table_rows(sr, "order_items")) == 4
     assert sr.control.faults() == []

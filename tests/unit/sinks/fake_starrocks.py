@@ -436,7 +436,9 @@ FAULTS = (
     "error_before",  # connection refused: nothing happened
     "busy_before",  # HTTP 500 without a body: nothing happened
     "in_processing",  # TXN_IN_PROCESSING: nothing happened
-    "lock_timeout",  # FAILED "get database write lock timeout": nothing happened
+    # FAILED "get database write lock timeout": a single-table txn is left as it was; a
+    # multi-table commit rolls its task back (``commitTxn`` when ``commitStmt`` fails)
+    "lock_timeout",
     "lost_after",  # it happened; the answer was lost (read timeout)
     "crash_before",
     "crash_after",
@@ -472,6 +474,8 @@ class ScriptedApi:
             elif fault == "busy_before":
                 err = classify(op, 500, b"<html>oops</html>", label=label, table=table)
             elif fault == "lock_timeout":
+                if name == "commit" and table is None and self.server.tasks.get(label):
+                    self.server.rollback(label, None)
                 msg = EXC + "get database write lock timeout, database=d, timeoutMillis=5000"
                 body = json.dumps({"Status": "FAILED", "Label": label, "Message": msg})
                 err = classify(op, 200, body, label=label, table=table)

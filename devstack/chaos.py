@@ -44,6 +44,7 @@ from devstack.pipeline_process import PipelineProcess
 from devstack.progress import Tally
 from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
 from devstack.starrocks.crashpoints import CRASH_AT_ENV, CRASH_MARKER_ENV
+from devstack.starrocks.faults import write_lock_timeout
 from sinks.starrocks.labels import parse_label
 
 TOPIC = "cdc.orders"
@@ -82,10 +83,6 @@ NAMED_SCHEDULE: tuple[tuple[str, ...], ...] = (
      "sink-timeout", "crash:before_commit", "fe-journal-restart", "commit-lock-timeout"),
 )  # fmt: skip
 
-LOCK_TIMEOUT = (
-    "class com.starrocks.common.StarRocksException: get database write lock timeout, "
-    "database=cdc, timeoutMillis=5000"
-)
 MAX_TXN_ROWS = 20  # the pipeline's assembler.max-txn-rows in chaos runs (>= 2 x max items)
 SOCKET_TIMEOUT_MS = 4000  # the sink's HTTP read timeout in chaos runs; sink-timeout exceeds it
 
@@ -410,7 +407,7 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
     elif fault == "commit-lock-timeout":
         # The FE's commit fails on the database lock: a multi-table task rolls back, a
         # single-table transaction stays PREPARED (only the client would commit it).
-        control.commit_failed(LOCK_TIMEOUT)
+        control.commit_failed(write_lock_timeout("demo"))
     elif fault == "net-reset-load":
         supervisor.proxy.control.reset_before("load", count=1)
     elif fault == "net-drop-commit":

@@ -29,6 +29,17 @@ KINDS = frozenset(
 )
 
 
+def write_lock_timeout(db: str, timeout_ms: int = 5000) -> str:
+    """The FE's answer to a commit that could not take the database's write lock in time.
+
+    As ``GlobalTransactionMgr.commitPreparedTransaction`` words it; for ``commit_failed``.
+    """
+    return (
+        "class com.starrocks.common.StarRocksException: get database write lock timeout, "
+        f"database={db}, timeoutMillis={timeout_ms}"
+    )
+
+
 @dataclass
 class Fault:
     """One armed fault: ``kind`` on the next ``count`` ``op`` requests."""

@@ -7,6 +7,7 @@ import time
 import pytest
 import requests
 
+from devstack.starrocks.faults import write_lock_timeout
 from devstack.starrocks.launcher import EmulatorHandle
 from tests.integration.devstack.srclient import TxnClient
 
@@ -164,28 +165,26 @@ def test_journal_restart_fault_commits_then_loses_the_answer(
     assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(9,)]
 
 
-LOCK_TIMEOUT = "get database write lock timeout, database=cdc, timeoutMillis=5000"
-
-
 def test_commit_failed_rolls_a_multi_table_task_back_and_leaves_a_prepared_txn_open(
     c: TxnClient, emu: EmulatorHandle
 ) -> None:
     """As ``StreamLoadMultiStmtTask.commitTxn`` does when ``commitStmt`` fails (ABORTING,
     then CANCELLED), while a single-table commit that fails leaves the txn PREPARED."""
+    lock_timeout = write_lock_timeout(c.db)
     assert c.call("begin", "cf", multi=True, timeout="60").status == "OK"
     assert c.load("cf", "t1", [{"id": 5}], multi=True).status == "OK"
-    emu.control.commit_failed(LOCK_TIMEOUT)
+    emu.control.commit_failed(lock_timeout)
     r = c.call("commit", "cf", multi=True)
-    assert (r.status, r.message) == ("FAILED", LOCK_TIMEOUT)
+    assert (r.status, r.message) == ("FAILED", lock_timeout)
     assert "Can not commit CANCELLED" in c.call("commit", "cf", multi=True).message
     assert c.call("begin", "cf", multi=True).body["ExistingJobStatus"] == "CANCELLED"
     assert c.state("cf") == "ABORTED"
     assert c.call("begin", "cs", table="t1").status == "OK"
     assert c.load("cs", "t1", [{"id": 6}]).status == "OK"
     assert c.call("prepare", "cs").status == "OK"
-    emu.control.commit_failed(LOCK_TIMEOUT)
+    emu.control.commit_failed(lock_timeout)
     r = c.call("commit", "cs")
-    assert (r.status, r.message, r.node) == ("FAILED", LOCK_TIMEOUT, "fe")
+    assert (r.status, r.message, r.node) == ("FAILED", lock_timeout, "fe")
     assert c.state("cs") == "PREPARED"
     assert c.call("commit", "cs").status == "OK"
     assert emu.sql(f"SELECT id FROM {c.db}.t1") == [(6,)]

@@ -3,6 +3,7 @@
 import pytest
 
 from common.errors import Terminal
+from devstack.starrocks.faults import write_lock_timeout
 from sinks.exceptions import SinkTerminalError
 
 from .conftest import DB, batch, make_sink, order_txn, table_rows
@@ -105,12 +106,6 @@ def test_commit_answered_ok_that_failed_is_redone_under_the_next_label(sr, spark
     assert len(table_rows(sr, "orders")) == 2
 
 
-LOCK_TIMEOUT = (
-    "class com.starrocks.common.StarRocksException: get database write lock timeout, "
-    "database=cdc, timeoutMillis=5000"
-)
-
-
 @pytest.mark.parametrize(("multi", "attempt"), [("true", 1), ("false", 0)])
 def test_commit_refused_by_a_write_lock_timeout_is_settled_in_the_same_batch(
     sr, spark, multi, attempt
@@ -120,7 +115,7 @@ def test_commit_refused_by_a_write_lock_timeout_is_settled_in_the_same_batch(
     would commit it: the sink sends the commit again on the same label."""
     sink = make_sink(sr, query_id=QID, **{"sink.transaction.multi-table.enabled": multi})
     sink.open()
-    sr.control.commit_failed(LOCK_TIMEOUT)
+    sr.control.commit_failed(write_lock_timeout(DB))
     result = sink.write_batch(batch(spark, rows()), 0)
     assert (result.outcome, result.attempt) == ("committed", attempt)
     states = set(sr.control.labels(DB).values())

@@ -112,8 +112,8 @@ class MultiTableCommitter:
            targets, then its failures; no progress rows: an empty batch, rolled back.
         5. ``commit``, confirmed by ``get_load_state`` COMMITTED/VISIBLE. ABORTED, or the
            task cancelled: next attempt. Unclear past ``check_timeout_s``: raise transient.
-        6. Failure before commit: roll back; transient: next attempt (at most
-           ``batch_max_attempts`` failures per run); terminal: raise.
+        6. Failure before commit: roll back; transient: next attempt after the retry
+           backoff (at most ``batch_max_attempts`` failures per run); terminal: raise.
         """
         if not plan.tables and not plan.progress_rows and plan.counted is None:
             return CommitResult(Outcome.EMPTY)
@@ -173,6 +173,7 @@ class MultiTableCommitter:
                 )
                 if failures >= self._policy.batch_max_attempts:
                     break
+                self._policy.pause(failures - 1)  # let a struggling server recover
                 attempt += 1
                 continue
             if not plan.progress_rows:
@@ -191,6 +192,7 @@ class MultiTableCommitter:
             failures += 1
             if failures >= self._policy.batch_max_attempts:
                 break
+            self._policy.pause(failures - 1)
             attempt += 1
         msg = (
             f"StarRocks batch {plan.batch_id} failed {failures} times (last attempt "

@@ -52,7 +52,7 @@ class PerTableCommitter:
         5. ``commit`` every table; an unclear commit is decided by the label state and
            re-sent on the same label, never reloaded.
         6. Failure before every table is PREPARED: roll back all labels of the attempt;
-           transient: next attempt; terminal: raise.
+           transient: next attempt after the retry backoff; terminal: raise.
         """
         if not plan.tables and not plan.progress_rows:
             return CommitResult(Outcome.EMPTY)
@@ -63,7 +63,9 @@ class PerTableCommitter:
             return recovered
         attempt = recovered
         last_error: BaseException | None = None
-        for _ in range(self._policy.batch_max_attempts):
+        for tried in range(self._policy.batch_max_attempts):
+            if tried:
+                self._policy.pause(tried - 1)  # let a struggling server recover
             labels = {t: plan.label(attempt, t) for t in tables}
             txns = {t: SinkTransaction(labels[t], table=t) for t in tables}
             # Labels a begin was sent for: an unclear begin may have opened one, so the

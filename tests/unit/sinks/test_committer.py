@@ -588,6 +588,39 @@ def test_commit_refused_by_a_lock_timeout_is_settled_in_the_same_run(mode, attem
     assert_applied_once(server)
 
 
+@pytest.mark.parametrize("mode", ["multi", "per-table"])
+def test_a_failed_attempt_waits_the_backoff_before_the_next(mode):
+    """A server that just failed a load (a 5xx) gets the retry backoff before the batch is
+    begun again under the next label, not a burst of attempts."""
+    clock = FakeClock()
+    begins: list[tuple[str, float]] = []
+
+    class Timed(ScriptedApi):
+        def begin(self, label: str, table: str | None) -> None:
+            begins.append((label, clock.now))
+            super().begin(label, table)
+
+    server = FakeStarRocks()
+    api = Timed(server)
+    cls = MultiTableCommitter if mode == "multi" else PerTableCommitter
+    loads = [0]
+    real = load_job(api, ROWS)
+
+    def failing_once(labels: Any, multi: bool) -> Any:
+        loads[0] += 1
+        if loads[0] == 1:
+            return [LoadReport("orders", failure=LoadFailure("ServerBusyError", "5xx", True))]
+        return real(labels, multi)
+
+    run = cls(api, failing_once, policy(sleep=clock.sleep, clock=clock)).run
+    result = run(replace(plan(), fresh=True))
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    first = max(t for lbl, t in begins if "-3-0" in lbl)
+    second = min(t for lbl, t in begins if "-3-1" in lbl)
+    assert second - first >= 0.05  # policy(): base 0.1 s, jitter in the upper half
+    assert_applied_once(server)
+
+
 def test_per_table_partly_committed_without_prepare_is_terminal():
     server = FakeStarRocks()
     tables = (*sorted(ROWS), "_cdc_progress")

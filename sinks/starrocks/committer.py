@@ -373,10 +373,9 @@ class MultiTableCommitter:
 
 
 def _aborted(label: str, said_ok: bool, answer: StarRocksError | None) -> Verdict:
-    """An attempt that did not commit: say why, since the batch is loaded again."""
+    """An attempt that did not commit: say why (its batch goes to the next attempt)."""
     logger.warning(
-        "starrocks commit aborted label=%s answer=%s; the batch is loaded again under the "
-        "next attempt's label",
+        "starrocks commit aborted label=%s answer=%s; nothing of this attempt is applied",
         label,
         "OK" if said_ok else answer,
     )

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from devstack.starrocks.faults import write_lock_timeout
 from sinks.starrocks.errors import StarRocksError, classify
 from sinks.starrocks.protocol import LoadState, TxnOp
 from sinks.starrocks.txnapi import LoadFailure, LoadJob, LoadReport
@@ -476,8 +477,9 @@ class ScriptedApi:
             elif fault == "lock_timeout":
                 if name == "commit" and table is None and self.server.tasks.get(label):
                     self.server.rollback(label, None)
-                msg = EXC + "get database write lock timeout, database=d, timeoutMillis=5000"
-                body = json.dumps({"Status": "FAILED", "Label": label, "Message": msg})
+                body = json.dumps(
+                    {"Status": "FAILED", "Label": label, "Message": write_lock_timeout("d")}
+                )
                 err = classify(op, 200, body, label=label, table=table)
             else:
                 msg = "Transaction in processing, please retry later"

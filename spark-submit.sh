@@ -23,6 +23,14 @@ if [[ -z "$SPARK_SUBMIT" ]]; then
   fi
 fi
 
+# What only reads the settings (help, --check-config, --get) needs no Spark: answered here,
+# without a JVM's start-up and its log lines in a script's output.
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help | --check-config | --get | --get=*) exec "$PYTHON" "$here/app/main.py" "$@" ;;
+  esac
+done
+
 # Validate the settings before Spark starts: one clear line on error, exit 2.
 "$PYTHON" "$here/app/main.py" "$@" --check-config >/dev/null
 

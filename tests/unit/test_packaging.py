@@ -84,6 +84,31 @@ def test_spark_submit_script_parses_and_rejects_bad_settings() -> None:
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "out"),
+    [
+        (["--get", "source.format"], "kafka\n"),
+        (["--check-config"], "config ok\n"),
+        (["--help"], "usage: "),
+    ],
+)
+def test_spark_submit_script_answers_setting_queries_without_spark(
+    args: list[str], out: str
+) -> None:
+    # A script reading one setting must get just that line: no JVM start, no Spark log lines.
+    done = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--config", "conf/local.yaml", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT": "/bin/false"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(out)
+
+
 def _pom_property(pom: Path, name: str) -> str:
     match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
     assert match, f"{name} not in {pom}"

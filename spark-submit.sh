@@ -9,19 +9,20 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
+fail() {
+  echo "spark-submit.sh: $*" >&2
+  exit 2
+}
+
 PYTHON="${PYSPARK_PYTHON:-$here/.venv/bin/python}"
-[[ -x "$PYTHON" ]] || PYTHON="$(command -v python3)"
+[[ -x "$PYTHON" ]] || PYTHON="$(command -v python3 || true)"
+# find_spec locates a package without importing it (an import costs ~0.2 s at start).
+[[ -n "$PYTHON" ]] && "$PYTHON" -c 'import importlib.util as u, sys
+sys.exit(not all(u.find_spec(m) for m in ("pyspark", "yaml")))' 2>/dev/null ||
+  fail "${PYTHON:-python3} has no PySpark: run 'make setup' (it installs the project into" \
+    ".venv), or set PYSPARK_PYTHON to a Python that has the project's requirements"
 export PYSPARK_PYTHON="$PYTHON"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYTHON}"
-
-SPARK_SUBMIT="${SPARK_SUBMIT:-}"
-if [[ -z "$SPARK_SUBMIT" ]]; then
-  if [[ -x "$(dirname "$PYTHON")/spark-submit" ]]; then
-    SPARK_SUBMIT="$(dirname "$PYTHON")/spark-submit"
-  else
-    SPARK_SUBMIT="$(command -v spark-submit)"
-  fi
-fi
 
 # What only reads the settings (help, --check-config, --get) needs no Spark: answered here,
 # without a JVM's start-up and its log lines in a script's output.
@@ -30,6 +31,18 @@ for arg in "$@"; do
     -h | --help | --check-config | --get | --get=*) exec "$PYTHON" "$here/app/main.py" "$@" ;;
   esac
 done
+
+SPARK_SUBMIT="${SPARK_SUBMIT:-}"
+if [[ -z "$SPARK_SUBMIT" ]]; then
+  if [[ -x "$(dirname "$PYTHON")/spark-submit" ]]; then
+    SPARK_SUBMIT="$(dirname "$PYTHON")/spark-submit"
+  else
+    SPARK_SUBMIT="$(command -v spark-submit || true)"
+    [[ -n "$SPARK_SUBMIT" ]] ||
+      fail "no spark-submit beside $PYTHON nor on PATH: set SPARK_SUBMIT to Spark's" \
+        "bin/spark-submit"
+  fi
+fi
 
 # Validate the settings before Spark starts: one clear line on error, exit 2.
 "$PYTHON" "$here/app/main.py" "$@" --check-config >/dev/null

@@ -109,6 +109,40 @@ def test_spark_submit_script_answers_setting_queries_without_spark(
     assert done.stdout.startswith(out)
 
 
+def _python_wrapper(path: Path, *flags: str) -> Path:
+    """A Python launcher alone in its folder (no ``spark-submit`` beside it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nexec "{sys.executable}" {" ".join(flags)} "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flags", "path", "says"),
+    [
+        # -S: no site-packages, so neither PySpark nor PyYAML.
+        (("-S",), "/usr/bin:/bin", "has no PySpark: run 'make setup'"),
+        ((), "/usr/bin:/bin", "set SPARK_SUBMIT"),
+    ],
+)
+def test_spark_submit_script_says_what_is_missing_before_a_set_up(
+    tmp_path: Path, flags: tuple[str, ...], path: str, says: str
+) -> None:
+    python = _python_wrapper(tmp_path / "bin" / "python", *flags)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT", "SPARK_HOME")}
+    done = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--config", "conf/local.yaml"],
+        cwd=ROOT,
+        env={**env, "PYSPARK_PYTHON": str(python), "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert says in done.stderr
+
+
 def _pom_property(pom: Path, name: str) -> str:
     match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", pom.read_text())
     assert match, f"{name} not in {pom}"

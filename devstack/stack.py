@@ -235,24 +235,24 @@ class LatencySampler:
         return percentiles(values)
 
 
-def split_by_outage(
-    samples: list[tuple[float, float]], down_ms: float, up_ms: float
+def split_by_outages(
+    samples: list[tuple[float, float]], outages: Mapping[str, tuple[float, float]]
 ) -> dict[str, dict[str, float]]:
-    """Percentiles of ``(source time, latency)`` pairs split around an outage (epoch ms).
+    """Percentiles of ``(source time, latency)`` pairs split around outages (epoch ms).
 
-    ``across_outage``: produced before ``up_ms`` and first seen after ``down_ms``.
-    ``running``: the others, leaving out those produced before the first one was seen (the
-    pipeline's start).
+    Each outage ``name: (down_ms, up_ms)`` takes the samples produced before ``up_ms`` and
+    first seen after ``down_ms`` (the first outage in order that matches). ``running``: the
+    others, leaving out those produced before the first one was seen (the pipeline's start).
     """
     first_visible = min((ts + lat for ts, lat in samples), default=0.0)
-    running: list[float] = []
-    across: list[float] = []
+    split: dict[str, list[float]] = {"running": [], **{name: [] for name in outages}}
     for ts, lat in samples:
-        if ts + lat >= down_ms and ts < up_ms:
-            across.append(lat)
+        name = next((n for n, (down, up) in outages.items() if ts + lat >= down and ts < up), None)
+        if name is not None:
+            split[name].append(lat)
         elif ts >= first_visible:
-            running.append(lat)
-    return {"running": percentiles(running), "across_outage": percentiles(across)}
+            split["running"].append(lat)
+    return {name: percentiles(values) for name, values in split.items()}
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from devstack import children
-from devstack.debezium.errors import ConnectStartError
+from devstack.debezium.errors import ConnectError, ConnectStartError
 from devstack.kafka.broker import free_port
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ _MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
 _CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 _LOG_NAME = "connect.log"
 _PORT_NAME = "rest-port"
+#: The standalone worker's offsets: rewritten at each flush (``offset.flush.interval.ms``).
+OFFSETS_NAME = "offsets.dat"
 _JAVA_OPTS = (
     "-Xms128m",
     "-Xmx512m",
@@ -164,7 +166,7 @@ def worker_properties(
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "key.converter.schemas.enable": schemas,
         "value.converter.schemas.enable": schemas,
-        "offset.storage.file.filename": str(data / "offsets.dat"),
+        "offset.storage.file.filename": str(data / OFFSETS_NAME),
         # Confirmed LSNs reach the file (and the slot) every second: a restart re-sends at
         # most a second of changes (Connect is at-least-once; the pipeline's sink upserts).
         "offset.flush.interval.ms": "1000",
@@ -212,6 +214,29 @@ class ConnectHandle:
     def kill(self) -> None:
         """SIGKILL the worker (a crash: it re-sends changes since its last flushed offset)."""
         children.kill(self.pid)
+
+    def wait_for_offset_flush(self, timeout: float = 30.0) -> None:
+        """Return just after the worker next rewrites its offsets file.
+
+        Raises:
+            ConnectError: no flush in ``timeout`` seconds (a flush needs records produced
+                since the last one).
+        """
+        path = self.data_dir / OFFSETS_NAME
+        before = _mtime_ns(path)
+        deadline = time.monotonic() + timeout
+        while _mtime_ns(path) == before:
+            if time.monotonic() > deadline:
+                msg = f"no offset flush to {path} in {timeout} s: is anything being captured?"
+                raise ConnectError(msg)
+            time.sleep(0.01)
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 def _get_json(url: str) -> dict[str, Any]:

@@ -190,6 +190,10 @@ class Txn:
             "be_alive": self.be_alive,
             "registered": self.registered,
             "rows": {t: len(c.rows) for t, c in self.channels.items()},
+            # NumberLoadedRows summed over the label's loads, kept after the commit.
+            "loaded_rows": {
+                t: c.total - c.filtered - c.unselected for t, c in self.channels.items()
+            },
         }
 
 

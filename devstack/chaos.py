@@ -49,6 +49,7 @@ from sinks.starrocks.labels import parse_label
 
 TOPIC = "cdc.orders"
 NAME = "chaos"
+DATABASE = "demo"  # the workload's and conf/local.yaml's
 
 # Driver crashes (kill -9 from inside, no cleanup) at named points of the sink protocol.
 CRASH_POINTS = ("after_begin", "after_load", "before_commit", "after_commit")
@@ -103,6 +104,10 @@ class RunResult:
     extra: int = 0
     wrong_version: int = 0
     double_committed_batches: int = 0
+    # DATA rows of the good transactions sent, and rows StarRocks' visible transactions loaded
+    # into the data tables: equal when each row was applied exactly once.
+    rows_sent: int = 0
+    rows_loaded: int = 0
     partial_observations: int = 0
     watch_checks: int = 0
     dead_letters: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -128,6 +133,7 @@ class RunResult:
             and self.extra == 0
             and self.wrong_version == 0
             and self.double_committed_batches == 0
+            and self.rows_loaded == self.rows_sent
             and (self.partial_observations == 0 or self.per_table)
             and self.watch_checks > 0
             and self.dead_letters_ok
@@ -355,6 +361,9 @@ def run_once(
         verdict = run(stack.connect(), truth=generated.truth)
         _score(result, generated, verdict, watch_box[0] if watch_box else None)
         result.double_committed_batches = _double_commits(stack)
+        sent = generated.counts.data_events
+        result.rows_sent = sum(sum(ops.values()) for ops in sent.values())
+        result.rows_loaded = stack.rows_loaded(DATABASE, sent.keys())
         # Crash points count when they fired (an armed point may never be reached).
         result.injected.update(f"crash:{point}" for point in crashes_in(supervisor.marker))
         if not result.passed:
@@ -407,7 +416,7 @@ def _inject(fault: str, stack: LocalStack, supervisor: Supervisor) -> bool:
     elif fault == "commit-lock-timeout":
         # The FE's commit fails on the database lock: a multi-table task rolls back, a
         # single-table transaction stays PREPARED (only the client would commit it).
-        control.commit_failed(write_lock_timeout("demo"))
+        control.commit_failed(write_lock_timeout(DATABASE))
     elif fault == "net-reset-load":
         supervisor.proxy.control.reset_before("load", count=1)
     elif fault == "net-drop-commit":
@@ -490,7 +499,8 @@ def render(results: Sequence[RunResult]) -> str:
     """The per-run table and the summary."""
     head = (
         f"{'run':>3} {'verdict':<7} {'idle':<4} {'faults':<58} {'restarts':>8} {'txns':>5} "
-        f"{'rows exp/found':>15} {'lost':>4} {'dup':>4} {'partial':>7} {'dlq txns':>8} {'s':>5}"
+        f"{'rows exp/found':>15} {'loaded/sent':>11} {'lost':>4} {'dup':>4} {'partial':>7} "
+        f"{'dlq txns':>8} {'s':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
@@ -500,6 +510,7 @@ def render(results: Sequence[RunResult]) -> str:
             f"{r.run:>3} {'PASS' if r.passed else 'FAIL':<7} {idle:<4} "
             f"{','.join(r.faults)[:58]:<58} "
             f"{r.restarts:>8} {r.transactions:>5} {f'{r.rows_expected}/{r.rows_found}':>15} "
+            f"{f'{r.rows_loaded}/{r.rows_sent}':>11} "
             f"{r.lost:>4} {r.extra + r.wrong_version + r.double_committed_batches:>4} "
             f"{r.partial_observations:>7} {dlq:>8} {r.seconds:>5.0f}"
         )
@@ -526,7 +537,10 @@ def render(results: Sequence[RunResult]) -> str:
         f"restarts {sum(r.restarts for r in results)}  "
         f"transactions {sum(r.transactions for r in results)}  "
         f"rows expected {sum(r.rows_expected for r in results)}  "
-        f"found {sum(r.rows_found for r in results)}  lost {sum(r.lost for r in results)}  "
+        f"found {sum(r.rows_found for r in results)}  "
+        f"rows loaded {sum(r.rows_loaded for r in results)} "
+        f"of {sum(r.rows_sent for r in results)} sent  "
+        f"lost {sum(r.lost for r in results)}  "
         f"duplicated {sum(r.extra + r.wrong_version + r.double_committed_batches for r in results)}"
         f"  partial-visibility observations {sum(r.partial_observations for r in results)}"
         f"  unexplained exits {sum(r.unexplained_exits for r in results)}",
@@ -605,6 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  -> run {i} {'PASS' if result.passed else 'FAIL'} in {result.seconds:.0f}s "
             f"restarts={result.restarts} lost={result.lost} extra={result.extra} "
             f"wrong={result.wrong_version} double={result.double_committed_batches} "
+            f"loaded={result.rows_loaded}/{result.rows_sent} "
             f"partial={result.partial_observations} "
             f"unexplained_exits={result.unexplained_exits} error={result.error}",
             flush=True,

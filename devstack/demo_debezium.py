@@ -251,21 +251,6 @@ def re_sent_transactions(bootstrap: str) -> int:
     return sum(1 for n in ends.values() if n > 1)
 
 
-def rows_applied(stack: LocalStack, database: str = "demo") -> int:
-    """Rows of the demo tables loaded by StarRocks transactions that became visible.
-
-    A transaction applied twice counts its rows twice; one lost counts none.
-    """
-    assert stack.emulator is not None
-    return sum(
-        n
-        for txn in stack.emulator.control.transactions()
-        if txn["db"] == database and txn["state"] in ("VISIBLE", "COMMITTED")
-        for table, n in txn["loaded_rows"].items()
-        if table in ("orders", "order_items")
-    )
-
-
 def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> dict[str, Any]:
     """Run the whole demo once (both kills included); return the result as a dict.
 
@@ -336,7 +321,7 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
             watcher.join(30)
             report = reports[0] if reports else None
             re_sent = re_sent_transactions(stack.bootstrap)
-            applied = rows_applied(stack)
+            applied = stack.rows_loaded("demo", ("orders", "order_items"))
             dead_lettered = dead_letters(sr_conn).records
     split = split_by_outages(
         sampler.samples,

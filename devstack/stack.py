@@ -10,7 +10,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,21 @@ class LocalStack:
     def connect(self) -> Any:
         """A new autocommit pymysql connection to the emulator."""
         return connect(self.sql_settings())
+
+    def rows_loaded(self, database: str, tables: Collection[str]) -> int:
+        """Rows loaded into ``database``'s ``tables`` by transactions that became visible.
+
+        Exactly once means exactly the rows sent: a transaction applied twice counts its rows
+        twice, one lost counts none (the emulator keeps each label's loaded rows).
+        """
+        assert self.emulator is not None
+        return sum(
+            n
+            for txn in self.emulator.control.transactions()
+            if txn["db"] == database and txn["state"] in ("VISIBLE", "COMMITTED")
+            for table, n in txn["loaded_rows"].items()
+            if table in tables
+        )
 
     def apply_ddl(self, path: Path = DDL_FILE) -> None:
         """Create the demo database and tables."""

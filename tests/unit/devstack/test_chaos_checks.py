@@ -67,3 +67,24 @@ def test_a_run_with_an_unexplained_exit_fails_and_shows_its_exits():
     assert "exits no fault explains: 1" in table
     assert exit_line in table
     assert "unexplained exits 1" in table
+
+
+def test_a_run_that_loaded_a_row_twice_or_not_at_all_fails_whatever_the_tables_show():
+    def result(loaded: int) -> RunResult:
+        return RunResult(
+            run=1,
+            seed=1,
+            faults=["kill9"],
+            caught_up=True,
+            watch_checks=10,
+            rows_sent=120,
+            rows_loaded=loaded,
+        )
+
+    assert result(120).passed
+    assert not result(130).passed  # a transaction applied again: upserts leave no trace
+    assert not result(110).passed
+    table = render([result(120), result(130)])
+    assert " 120/120 " in table
+    assert " 130/120 " in table
+    assert "rows loaded 250 of 240 sent" in table

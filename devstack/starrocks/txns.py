@@ -146,6 +146,9 @@ class Txn:
     # while the transaction manager keeps the label VISIBLE (:attr:`task_status`).
     replayed_cancelled: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
+    # Rows each table's loads brought, as stored before a process restart (channels of a
+    # committed label are not rebuilt).
+    recovered_loaded_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def task_status(self) -> str:
@@ -192,7 +195,8 @@ class Txn:
             "rows": {t: len(c.rows) for t, c in self.channels.items()},
             # NumberLoadedRows summed over the label's loads, kept after the commit.
             "loaded_rows": {
-                t: c.total - c.filtered - c.unselected for t, c in self.channels.items()
+                **self.recovered_loaded_rows,
+                **{t: c.total - c.filtered - c.unselected for t, c in self.channels.items()},
             },
         }
 
@@ -281,6 +285,7 @@ class TxnManager:
                 finished_at=meta["finished_at"],
                 reason=meta["reason"],
                 registered=bool(meta.get("registered", False)),
+                recovered_loaded_rows=dict(meta.get("loaded_rows", {})),
             )
             for (db, tbl), table_rows in rows.items():
                 schema = self.storage.tables.get((db, tbl))

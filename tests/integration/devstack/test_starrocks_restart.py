@@ -53,6 +53,8 @@ def test_restart_keeps_data_labels_and_prepared(tmp_path: Path) -> None:
         c2 = TxnClient(h2, "d")
         assert h2.sql("SELECT id FROM d.t1") == [(1,)]
         assert c2.state("done") == "VISIBLE"
+        loaded = {t["label"]: t["loaded_rows"] for t in h2.control.transactions()}
+        assert loaded["done"] == {"t1": 1}  # what the loads brought, kept across the crash
         assert c2.call("begin", "done", multi=True).status == "LABEL_ALREADY_EXISTS"
         # The replayed edit log holds only the task's creation: the committed task is back
         # CANCELLED, its label VISIBLE (restart(journal=True) in test_starrocks_faults.py).

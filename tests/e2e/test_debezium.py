@@ -3,9 +3,10 @@
 The orders workload runs in Postgres as real multi-statement transactions (an order with its
 items, an order updated with all its items, an order deleted with its items); the verifier
 watches the emulator's invariants throughout; the pipeline is killed with SIGKILL mid-run and
-restarted, then Kafka Connect is, between two offset flushes, so that it re-sends transactions;
-at the end the emulator must equal Postgres' own final state, row by row, with each row change
-loaded once. The same run as ``make demo-debezium`` (``devstack/demo_debezium.py``), smaller.
+restarted; later Kafka Connect is too, between two offset flushes, so that it re-sends
+transactions. At the end the emulator must equal Postgres' own final state, row by row, with
+each row change loaded once. The same run as ``make demo-debezium``
+(``devstack/demo_debezium.py``), smaller.
 """
 
 from __future__ import annotations

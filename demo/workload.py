@@ -194,6 +194,11 @@ class WorkloadCounts:
     data_events: Mapping[str, Mapping[str, int]]
     rows: Mapping[str, int]
 
+    @property
+    def data_rows(self) -> int:
+        """DATA events of every table and op: the rows a sink loads, each exactly once."""
+        return sum(sum(ops.values()) for ops in self.data_events.values())
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {

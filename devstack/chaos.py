@@ -42,7 +42,13 @@ from devstack.faultproxy.launcher import ProxyHandle, start_proxy
 from devstack.kafka.admin import create_topic
 from devstack.pipeline_process import PipelineProcess
 from devstack.progress import Tally
-from devstack.stack import LOCAL_CONFIG, LocalStack, committed_offsets, topic_end_offsets
+from devstack.stack import (
+    COMMITTED_STATES,
+    LOCAL_CONFIG,
+    LocalStack,
+    committed_offsets,
+    topic_end_offsets,
+)
 from devstack.starrocks.crashpoints import CRASH_AT_ENV, CRASH_MARKER_ENV
 from devstack.starrocks.faults import write_lock_timeout
 from sinks.starrocks.labels import parse_label
@@ -361,9 +367,8 @@ def run_once(
         verdict = run(stack.connect(), truth=generated.truth)
         _score(result, generated, verdict, watch_box[0] if watch_box else None)
         result.double_committed_batches = _double_commits(stack)
-        sent = generated.counts.data_events
-        result.rows_sent = sum(sum(ops.values()) for ops in sent.values())
-        result.rows_loaded = stack.rows_loaded(DATABASE, sent.keys())
+        result.rows_sent = generated.counts.data_rows
+        result.rows_loaded = stack.rows_loaded(DATABASE, generated.counts.data_events.keys())
         # Crash points count when they fired (an armed point may never be reached).
         result.injected.update(f"crash:{point}" for point in crashes_in(supervisor.marker))
         if not result.passed:
@@ -490,7 +495,7 @@ def _double_commits(stack: LocalStack, prefix: str = NAME) -> int:
     per_batch: Counter[tuple[str, int, str | None]] = Counter()
     for label, state in stack.emulator.control.labels().items():
         parts = parse_label(label, prefix)
-        if parts is not None and state in ("COMMITTED", "VISIBLE"):
+        if parts is not None and state in COMMITTED_STATES:
             per_batch[(parts.query_id, parts.batch_id, parts.table)] += 1
     return sum(1 for n in per_batch.values() if n > 1)
 

@@ -25,6 +25,8 @@ from devstack.starrocks.launcher import EmulatorHandle, start_emulator
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DDL_FILE = REPO_ROOT / "demo" / "sql" / "orders.sql"
 LOCAL_CONFIG = REPO_ROOT / "conf" / "local.yaml"
+#: A label's states, as an operator sees them, once its rows are applied.
+COMMITTED_STATES = ("COMMITTED", "VISIBLE")
 
 
 @dataclass
@@ -94,7 +96,7 @@ class LocalStack:
         return sum(
             n
             for txn in self.emulator.control.transactions()
-            if txn["db"] == database and txn["state"] in ("VISIBLE", "COMMITTED")
+            if txn["db"] == database and txn["state"] in COMMITTED_STATES
             for table, n in txn["loaded_rows"].items()
             if table in tables
         )

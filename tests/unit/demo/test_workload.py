@@ -211,6 +211,7 @@ def test_counts_match_the_events() -> None:
     assert counts.events == sum(len(t.events) for t in txns)
     data = sum(n for ops in counts.data_events.values() for n in ops.values())
     assert data == sum(t.data_events for t in txns)
+    assert counts.data_rows == data
     final = workload.final_rows()
     assert counts.rows == {ORDERS: len(final[ORDERS]), ORDER_ITEMS: len(final[ORDER_ITEMS])}
     assert sum(counts.txns_by_kind.values()) == len(txns)

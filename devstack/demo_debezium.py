@@ -4,15 +4,17 @@ The orders workload runs in PostgreSQL as real multi-statement transactions (an 
 items; an order updated together with all its items; an order deleted with its items). Kafka
 Connect + Debezium publish them; the pipeline runs with ``source.envelope=debezium``; the
 verifier watches the emulator's invariants the whole time; the pipeline is killed with SIGKILL
-after its second batch and restarted while the workload goes on; later Kafka Connect is killed
-with SIGKILL between two offset flushes and restarted, so that it re-sends transactions the
-pipeline has already applied. At the end the emulator must equal PostgreSQL's own final state,
-row by row. Prints the result, the throughput and the BEGIN->visible latency (``updated_ts_ms``
-is the wall-clock time at the transaction's start), apart for the transactions the running
-pipeline applied and for those that waited out either kill, and how many transactions Connect
-re-sent; exits 0 only with 0 missing, 0 extra, 0 dead letters, 0 partial-visibility
-observations, and as many rows loaded into StarRocks' visible transactions as PostgreSQL's
-transactions changed (each exactly once, the re-sent ones too).
+after its second batch and restarted while the workload goes on; later PostgreSQL crashes
+(SIGKILL to every server process, then a restart that replays its WAL) under the workload, and
+Debezium reconnects on its own; last Kafka Connect is killed with SIGKILL between two offset
+flushes and restarted, so that it re-sends transactions the pipeline has already applied. At
+the end the emulator must equal PostgreSQL's own final state, row by row. Prints the result,
+the throughput and the BEGIN->visible latency (``updated_ts_ms`` is the wall-clock time at the
+transaction's start), apart for the transactions the running pipeline applied and for those
+that waited out each fault, and how many transactions Connect re-sent; exits 0 only with
+0 missing, 0 extra, 0 dead letters, 0 partial-visibility observations, and as many rows loaded
+into StarRocks' visible transactions as PostgreSQL's committed transactions changed (each
+exactly once, the re-sent ones too).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,8 @@ TRANSACTION_TOPIC = f"{PREFIX}.transaction"
 #: Connect flushes its offsets every second (``worker_properties``); killed this long after a
 #: flush, it has produced records whose offsets it never flushed, and re-sends them.
 CONNECT_KILL_AFTER_FLUSH_S = 0.6
+#: How long PostgreSQL stays down after its crash (the workload keeps trying meanwhile).
+POSTGRES_DOWN_S = 1.0
 #: The same columns as ``demo/sql/orders.sql`` (StarRocks), so rows load by name.
 PG_DDL = (
     """CREATE TABLE orders (
@@ -76,80 +81,139 @@ _ITEM_SQL = (
 )
 
 
+@dataclass(frozen=True)
+class Change:
+    """One business operation as one PostgreSQL transaction, and what it leaves behind."""
+
+    statements: tuple[tuple[str, tuple[Any, ...]], ...]
+    order_id: int
+    version: int | None  # the order's version after it; None: deleted
+    rows: int  # rows it inserts, updates or deletes: one Debezium event each
+    items: int  # the order's items
+
+
 class Workload:
     """Orders in PostgreSQL, one source transaction per business operation.
 
     Every transaction keeps the demo invariants (item_count, total_amount = sum(amount),
     one version per order and its items), so any partial transaction in the sink shows.
+    PostgreSQL may crash under it: a transaction the crash cut is looked up once the server is
+    back (its order's version tells whether it committed), and counted only if it did.
     """
 
     def __init__(self, conninfo: str, seed: int) -> None:
+        self.conninfo = conninfo
         self.conn = psycopg.connect(conninfo)
         self.rng = random.Random(seed)
-        self.live: dict[int, int] = {}  # order_id -> version
+        self.live: dict[int, tuple[int, int]] = {}  # order_id -> (version, items)
         self.next_id = 1
-        self.transactions = 0
+        self.transactions = 0  # committed
         self.row_changes = 0  # rows inserted, updated or deleted: one Debezium event each
+        self.cut = 0  # transactions a lost connection interrupted
+        self.cut_committed = 0  # of those, the ones that committed all the same
+        #: Called once, by the next transaction, between its last statement and its COMMIT.
+        self.before_commit: Callable[[], None] | None = None
 
-    def create(self) -> None:
-        """One order with 1-4 items, in one transaction."""
+    def create(self) -> Change:
+        """One order with 1-4 items."""
         oid, began = self.next_id, int(time.time() * 1000)
         self.next_id += 1
         n = self.rng.randint(1, 4)
         items = [(oid * 10 + j, self.rng.randint(1, 5), Decimal("2.50")) for j in range(n)]
         total = sum(q * p for _, q, p in items)
-        self.conn.execute(
-            "INSERT INTO orders VALUES (%s, %s, %s, %s, 1, 'new', %s)",
-            (oid, oid % 7, n, total, began),
-        )
-        for item_id, q, p in items:
-            self.conn.execute(
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            (
+                "INSERT INTO orders VALUES (%s, %s, %s, %s, 1, 'new', %s)",
+                (oid, oid % 7, n, total, began),
+            )
+        ]
+        statements += [
+            (
                 "INSERT INTO order_items VALUES (%s, %s, %s, %s, %s, %s, 1)",
                 (item_id, oid, f"p{item_id % 10}", q, p, q * p),
             )
-        self.conn.commit()
-        self.live[oid] = 1
-        self.row_changes += 1 + n
+            for item_id, q, p in items
+        ]
+        return Change(tuple(statements), oid, 1, 1 + n, n)
 
-    def update(self) -> None:
-        """An order and all its items to the next version, in one transaction."""
+    def update(self) -> Change:
+        """An order and all its items to the next version."""
         oid, began = self.rng.choice(sorted(self.live)), int(time.time() * 1000)
-        version = self.live[oid] + 1
-        items = self.conn.execute(
-            "UPDATE order_items SET quantity = quantity + 1, amount = (quantity + 1) * price, "
-            "version = %s WHERE order_id = %s",
-            (version, oid),
-        ).rowcount
-        self.conn.execute(
-            "UPDATE orders SET version = %s, order_status = 'updated', updated_ts_ms = %s, "
-            "total_amount = (SELECT sum(amount) FROM order_items WHERE order_id = %s) "
-            "WHERE order_id = %s",
-            (version, began, oid, oid),
+        version, n = self.live[oid][0] + 1, self.live[oid][1]
+        statements = (
+            (
+                "UPDATE order_items SET quantity = quantity + 1, amount = (quantity + 1) * price, "
+                "version = %s WHERE order_id = %s",
+                (version, oid),
+            ),
+            (
+                "UPDATE orders SET version = %s, order_status = 'updated', updated_ts_ms = %s, "
+                "total_amount = (SELECT sum(amount) FROM order_items WHERE order_id = %s) "
+                "WHERE order_id = %s",
+                (version, began, oid, oid),
+            ),
         )
-        self.conn.commit()
-        self.live[oid] = version
-        self.row_changes += 1 + items
+        return Change(statements, oid, version, 1 + n, n)
 
-    def delete(self) -> None:
-        """An order and its items, in one transaction."""
+    def delete(self) -> Change:
+        """An order and its items."""
         oid = self.rng.choice(sorted(self.live))
-        items = self.conn.execute("DELETE FROM order_items WHERE order_id = %s", (oid,)).rowcount
-        self.conn.execute("DELETE FROM orders WHERE order_id = %s", (oid,))
-        self.conn.commit()
-        del self.live[oid]
-        self.row_changes += 1 + items
+        n = self.live[oid][1]
+        statements = (
+            ("DELETE FROM order_items WHERE order_id = %s", (oid,)),
+            ("DELETE FROM orders WHERE order_id = %s", (oid,)),
+        )
+        return Change(statements, oid, None, 1 + n, n)
+
+    def apply(self, change: Change) -> None:
+        """Run ``change`` as one transaction; through a crash, count it only if it committed."""
+        try:
+            for sql, params in change.statements:
+                self.conn.execute(sql, params)
+            hook, self.before_commit = self.before_commit, None
+            if hook is not None:
+                hook()
+            self.conn.commit()
+        except psycopg.OperationalError:
+            self.cut += 1
+            self._reconnect()
+            found = self.conn.execute(
+                "SELECT version FROM orders WHERE order_id = %s", (change.order_id,)
+            ).fetchone()
+            self.conn.commit()
+            if (found[0] if found else None) != change.version:
+                return  # rolled back by the crash: PostgreSQL never streams it
+            self.cut_committed += 1
+        if change.version is None:
+            del self.live[change.order_id]
+        else:
+            self.live[change.order_id] = (change.version, change.items)
+        self.transactions += 1
+        self.row_changes += change.rows
+
+    def _reconnect(self, timeout_s: float = 120.0) -> None:
+        """A new connection once PostgreSQL accepts again (an application's retry)."""
+        self.conn.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.conn = psycopg.connect(self.conninfo)
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def run(self, count: int, rate: float) -> None:
-        """``count`` transactions at about ``rate``/s: 50 % new, 35 % update, 15 % delete."""
+        """``count`` operations at about ``rate``/s: 50 % new, 35 % update, 15 % delete."""
         for _ in range(count):
             roll = self.rng.random()
             if len(self.live) < 3 or roll < 0.5:
-                self.create()
+                self.apply(self.create())
             elif roll < 0.85:
-                self.update()
+                self.apply(self.update())
             else:
-                self.delete()
-            self.transactions += 1
+                self.apply(self.delete())
             time.sleep(1 / rate)
 
 
@@ -209,13 +273,55 @@ def start_pipeline(
     return proc
 
 
-def crash_connect(connect: DebeziumConnect) -> tuple[float, float]:
+def crash_postgres(
+    pg: PostgresServer, workload: Workload, count: int, rate: float
+) -> tuple[float, float]:
+    """``count`` operations of the workload with PostgreSQL crashed halfway through them.
+
+    The crash comes inside a transaction, its rows written and its COMMIT not yet sent: every
+    server process gets SIGKILL at once. ``POSTGRES_DOWN_S`` later the server starts again on
+    its data dir and replays its WAL, where that transaction's rows are and its commit is not.
+    The workload reconnects and finds it rolled back; Debezium's replication connection broke
+    too, and the connector retries on its own. Returns when the server was killed and when it
+    accepted again, epoch ms.
+    """
+    crashed = threading.Event()
+
+    def crash() -> None:
+        pg.kill()
+        crashed.set()
+
+    operations = threading.Thread(target=workload.run, args=(count, rate))
+    operations.start()
+    time.sleep(count / rate / 2)
+    workload.before_commit = crash
+    if not crashed.wait(60):
+        msg = "the workload ran no transaction to crash PostgreSQL in"
+        raise RuntimeError(msg)
+    down_ms = time.time() * 1000
+    time.sleep(POSTGRES_DOWN_S)
+    pg.start()
+    up_ms = time.time() * 1000
+    operations.join(600)
+    return down_ms, up_ms
+
+
+def crash_connect(connect: DebeziumConnect, bootstrap: str) -> tuple[float, float]:
     """SIGKILL Kafka Connect between two offset flushes, then start it again.
 
-    The restarted worker resumes from its last flushed offsets and re-sends what it produced
-    after them (Connect is at-least-once). Returns when it was killed and when it ran again,
-    epoch ms.
+    First Connect must be producing the running workload's transactions: after an idle spell
+    its next flush may hold everything it produced, and a kill then would leave nothing to
+    re-send. The restarted worker resumes from its last flushed offsets and re-sends what it
+    produced after them (Connect is at-least-once). Returns when it was killed and when it ran
+    again, epoch ms.
     """
+    produced = topic_end_offsets(bootstrap, TRANSACTION_TOPIC, 1)[0]
+    deadline = time.monotonic() + 60
+    while topic_end_offsets(bootstrap, TRANSACTION_TOPIC, 1)[0] == produced:
+        if time.monotonic() > deadline:
+            msg = f"Kafka Connect produced nothing to {TRANSACTION_TOPIC} in 60 s"
+            raise RuntimeError(msg)
+        time.sleep(0.1)
     connect.handle.wait_for_offset_flush()
     time.sleep(CONNECT_KILL_AFTER_FLUSH_S)
     connect.kill()
@@ -263,10 +369,10 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
         source = prepare(stack, pg)
         with DebeziumConnect(workdir / "connect", stack.bootstrap, source) as connect:
             workload = Workload(pg.handle.conninfo(), seed)
-            # A quarter while the pipeline starts, a quarter while it is down and restarts, a
-            # quarter once it has caught up, the rest with Connect's crash in it: the latency
-            # of each shows apart.
-            part = transactions // 4
+            # A fifth while the pipeline starts, a fifth while it is down and restarts, a fifth
+            # once it has caught up, a fifth with PostgreSQL's crash in it, the rest with
+            # Connect's: the latency of each shows apart.
+            part = transactions // 5
             first = threading.Thread(target=workload.run, args=(part, rate))
             started = time.monotonic()
             first.start()
@@ -292,13 +398,14 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
             second.start()
             pipeline = start_pipeline(stack, workdir, "dbzdemo")
             second.join(600)
-            pg_conn = psycopg.connect(pg.handle.conninfo(), autocommit=True)
             sr_conn = stack.connect()
             state: dict[str, Any] = {}
 
             def matching() -> tuple[int, int]:
                 """Rows StarRocks has exactly as PostgreSQL does, of PostgreSQL's rows."""
-                want, got = state["want"], state["got"] = compare(pg_conn, sr_conn)
+                # A connection per look: PostgreSQL's crash breaks any kept one.
+                with psycopg.connect(pg.handle.conninfo(), autocommit=True) as pg_conn:
+                    want, got = state["want"], state["got"] = compare(pg_conn, sr_conn)
                 if got == want:
                     return len(want), len(want)
                 return min(len(set(got) & set(want)), len(want) - 1), len(want)
@@ -306,9 +413,12 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
             wait_with_progress("caught up after the restart", matching, 600, every_s=5.0)
             back_ms = time.time() * 1000
             workload.run(part, rate)
-            last = threading.Thread(target=workload.run, args=(transactions - 3 * part, rate))
+            pg_down_ms, pg_up_ms = crash_postgres(pg, workload, part, rate)
+            wait_with_progress("caught up after PostgreSQL's crash", matching, 600, every_s=5.0)
+            pg_back_ms = time.time() * 1000
+            last = threading.Thread(target=workload.run, args=(transactions - 4 * part, rate))
             last.start()
-            connect_down_ms, connect_up_ms = crash_connect(connect)
+            connect_down_ms, connect_up_ms = crash_connect(connect, stack.bootstrap)
             last.join(600)
             produced_s = time.monotonic() - started
             wait_with_progress("rows equal to PostgreSQL", matching, 600, every_s=5.0)
@@ -325,7 +435,11 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
             dead_lettered = dead_letters(sr_conn).records
     split = split_by_outages(
         sampler.samples,
-        {"kill": (killed_ms, back_ms), "connect": (connect_down_ms, equal_ms)},
+        {
+            "kill": (killed_ms, back_ms),
+            "postgres": (pg_down_ms, pg_back_ms),
+            "connect": (connect_down_ms, equal_ms),
+        },
     )
     missing = [r for r in want if r not in got]
     extra = [r for r in got if r not in want]
@@ -342,6 +456,12 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
         "watch_checks": report.checks if report else 0,
         "partial_visibility_observations": report.checks_with_violations if report else -1,
         "kill_9": 1,
+        "postgres_kill_9": 1,
+        "postgres_down_s": round((pg_up_ms - pg_down_ms) / 1000, 1),
+        # Cut by the crash mid-transaction; those that committed all the same count above.
+        "transactions_cut_by_postgres_crash": workload.cut,
+        "of_which_committed": workload.cut_committed,
+        "postgres_crash_to_caught_up_s": round((pg_back_ms - pg_down_ms) / 1000, 1),
         "connect_kill_9": 1,
         "connect_down_s": round((connect_up_ms - connect_down_ms) / 1000, 1),
         "transactions_re_sent_by_connect": re_sent,
@@ -354,8 +474,9 @@ def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> d
         "begin_to_visible_ms": _rounded(sampler.percentiles()),
         "begin_to_visible_ms_running": _rounded(split["running"]),
         "begin_to_visible_ms_across_the_kill": _rounded(split["kill"]),
+        "begin_to_visible_ms_across_postgres_crash": _rounded(split["postgres"]),
         # Produced before the end and seen after Connect's kill: those it delayed, and the
-        # rest of the last quarter.
+        # rest of the last fifth.
         "begin_to_visible_ms_from_connects_kill": _rounded(split["connect"]),
     }
 

@@ -19,6 +19,7 @@ so that it can reach its data dir.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -126,9 +127,36 @@ class PostgresHandle:
         """
         children.stop(self.pid, signal.SIGINT, timeout, "postgres")
 
-    def kill(self) -> None:
-        """SIGKILL the postmaster (a crash: the next start replays the WAL)."""
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL every process of the server at once: a crash. Idempotent.
+
+        The whole process group (the postmaster leads it; its backends, WAL senders and
+        writers are in it), as a crash of the machine would, not the postmaster alone: a
+        backend busy in a statement notices its postmaster's death only later, and while it
+        keeps the shared memory attached the next start refuses to run. What the server had
+        written survives (the kernel still holds it); the next start replays the WAL.
+
+        Raises:
+            PostgresStartError: a process of the server outlived ``timeout`` seconds.
+        """
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
         children.kill(self.pid)
+        deadline = time.monotonic() + timeout
+        while _group_alive(self.pid):
+            if time.monotonic() > deadline:
+                msg = f"postgres pid={self.pid}: a server process outlived SIGKILL {timeout}s"
+                raise PostgresStartError(msg)
+            time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of process group ``pgid`` exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _run_as() -> pwd.struct_passwd | None:
@@ -325,6 +353,11 @@ class PostgresServer:
         """Stop by PID (fast shutdown, bounded wait, then SIGKILL)."""
         if self._handle is not None:
             self._handle.stop()
+
+    def kill(self) -> None:
+        """Crash the server (:meth:`PostgresHandle.kill`); :meth:`start` recovers it."""
+        if self._handle is not None:
+            self._handle.kill()
 
     def __enter__(self) -> PostgresServer:
         self.start()

@@ -54,6 +54,42 @@ def test_restart_keeps_data_and_port(tmp_path: Path) -> None:
         second.stop()
 
 
+def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
+    tmp_path: Path,
+) -> None:
+    server = PostgresServer(tmp_path / "pg")
+    first = server.start()
+    try:
+        with psycopg.connect(first.conninfo(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (id int primary key)")
+            conn.execute("INSERT INTO kept VALUES (1)")
+        open_txn = psycopg.connect(first.conninfo())
+        open_txn.execute("INSERT INTO kept VALUES (2)")  # never committed
+        backend = open_txn.info.backend_pid
+        server.kill()
+        assert not first.is_running()
+        with pytest.raises(ProcessLookupError):
+            os.killpg(first.pid, 0)  # the backends died with the postmaster
+        assert not _alive(backend)
+        second = server.start()
+        assert second.port == first.port
+        with psycopg.connect(second.conninfo()) as conn:
+            assert conn.execute("SELECT id FROM kept").fetchall() == [(1,)]
+        log = (tmp_path / "pg" / "postgres.log").read_text()
+        assert "was interrupted" in log  # crash recovery, not a clean start
+    finally:
+        server.stop()
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def test_cli_prints_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "devstack.postgres", "--data-dir", str(tmp_path / "pg")],

@@ -492,8 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("var/demo-debezium"))
     parser.add_argument("--transactions", type=int, default=200)
     parser.add_argument("--rate", type=float, default=10.0, help="transactions per second")
+    parser.add_argument("--seed", type=int, default=12, help="the workload's random choices")
     args = parser.parse_args(argv)
-    result = run_demo(args.workdir, args.transactions, args.rate)
+    result = run_demo(args.workdir, args.transactions, args.rate, args.seed)
     print(json.dumps(result, indent=2))
     ok = (
         result["missing"] == 0

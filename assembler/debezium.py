@@ -27,7 +27,12 @@ differs between BEGIN, each data event and END. With ``txn-id=postgres`` (the de
 transaction is keyed by the xid, and the END's LSN (its commit position, increasing in commit
 order) is a watermark: an END at or below it is a Kafka Connect re-send (at-least-once after a
 worker crash) of a transaction already emitted, and it and its data events are dropped.
-Duplicated data events of a transaction not yet emitted are recognised by ``total_order``.
+Duplicated data events of a transaction not yet emitted are recognised by ``total_order`` and
+their own LSN. Two events with one ``total_order`` at different LSNs mean that Debezium resumed
+inside the transaction after a Connect crash: it writes BEGIN again, numbers the rest from 1 and
+counts only the rest in its END, so the transaction cannot be checked whole and is rejected
+(``restarted-mid-transaction``). A transaction whose BEGIN was read twice therefore waits until
+its first event has been read twice too.
 
 Heartbeats (topic ``__debezium-heartbeat.*`` or a value without ``op``), tombstones (null
 value on a data topic), logical decoding messages (``op=m``) and schema-change records are
@@ -75,7 +80,8 @@ DEBEZIUM_STATE_FIELDS: tuple[tuple[str, str], ...] = (
 UNKNOWN_TABLE = "unknown-table"
 MISSING_METADATA = "missing-metadata"
 UNAVAILABLE = "unavailable-value"
-EXTRA_VIOLATIONS = (UNKNOWN_TABLE, MISSING_METADATA, UNAVAILABLE)
+RESTARTED = "restarted-mid-transaction"
+EXTRA_VIOLATIONS = (UNKNOWN_TABLE, MISSING_METADATA, UNAVAILABLE, RESTARTED)
 
 _UPSERT_OPS = frozenset({"c", "u", "r"})
 _SKIPPED_OPS = frozenset({"m"})  # logical decoding messages: not row changes
@@ -104,7 +110,8 @@ class DebeziumSettings:
         txn_id: ``postgres`` (key by the xid before the ``:``) or ``exact``.
         snapshot_batch_rows: the largest chunk of snapshot rows emitted as one unit.
         heartbeat_topic_prefix: topics starting with it are heartbeats.
-        policies: ``unknown-table``, ``missing-metadata``, ``unavailable-value`` -> policy.
+        policies: ``unknown-table``, ``missing-metadata``, ``unavailable-value``,
+            ``restarted-mid-transaction`` -> policy.
         core: shared policies and limits (``txn-timeout``, ``max-txn-rows``, ...).
     """
 
@@ -224,19 +231,34 @@ class DebeziumStep:
 
 
 # A buffered data event: [topic, partition, offset, collection, op, database, table, row,
-# ts_ms, bad] where bad is None or [violation, detail].
+# ts_ms, bad, lsn] where bad is None or [violation, detail] and lsn is the event's own position
+# (the LSN part of its Postgres transaction id; None otherwise, and absent from rows that
+# state written before it holds).
 _Row = list[Any]
 
 
 class _Decoded:
     """What one record is, after decoding (kind: skip | data | snapshot | begin | end)."""
 
-    __slots__ = ("bad", "collection", "counts", "kind", "op", "order", "row", "target", "ts", "txn")
+    __slots__ = (
+        "bad",
+        "collection",
+        "counts",
+        "kind",
+        "lsn",
+        "op",
+        "order",
+        "row",
+        "target",
+        "ts",
+        "txn",
+    )
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.txn: str | None = None
         self.order = 0
+        self.lsn: int | None = None
         self.collection = ""
         self.op = ""
         self.target: tuple[str, str] | None = None
@@ -244,6 +266,11 @@ class _Decoded:
         self.ts: int | None = None
         self.counts: dict[str, int] = {}
         self.bad: list[str] | None = None
+
+
+def _begins(begin: list[Any]) -> int:
+    """BEGINs read of a transaction (state written before they were counted: one)."""
+    return int(begin[3]) if len(begin) > 3 else 1
 
 
 class _Undecodable(Exception):  # noqa: N818 - internal control flow only
@@ -372,6 +399,8 @@ def _dump(st: dict[str, Any]) -> bytes:
         text = orjson.dumps(rows) if isinstance(rows, dict) else rows
         texts.append(text)
         pending[key] = {"since": entry["since"], "size": len(text)}
+        if "firsts" in entry:
+            pending[key]["firsts"] = entry["firsts"]
     header = orjson.dumps({**st, "pending": pending})
     return b"".join([_HEADER_LENGTH.pack(len(header)), header, *texts])
 
@@ -398,7 +427,8 @@ class _Run:
             return txn_id.split(":", 1)[0]
         return txn_id
 
-    def commit_lsn(self, txn_id: str) -> int | None:
+    def id_lsn(self, txn_id: str) -> int | None:
+        """The LSN part of a Postgres transaction id: the record's own (an END's: its commit)."""
         if self.s.txn_id != "postgres":
             return None
         _, sep, lsn = txn_id.partition(":")
@@ -435,7 +465,7 @@ class _Run:
             if not isinstance(tid, str) or not tid or not isinstance(order, int):
                 msg = "transaction block without id/total_order"
                 raise _Undecodable(msg)
-            ev.txn, ev.order = self.txn_key(tid), order
+            ev.txn, ev.order, ev.lsn = self.txn_key(tid), order, self.id_lsn(tid)
         elif txn is not None:
             msg = "transaction is not an object"
             raise _Undecodable(msg)
@@ -495,6 +525,13 @@ class _Run:
         parsed: dict[str, _Row] = orjson.loads(rows)
         entry["rows"] = parsed
         return parsed
+
+    def firsts(self, key: str) -> int:
+        """How many times a waiting transaction's first event (``total_order`` 1) was read."""
+        entry = self.st["pending"].get(key)
+        if entry is None or "1" not in self.rows(key):
+            return 0
+        return int(entry.get("firsts", 1))
 
     def pop_rows(self, key: str) -> dict[str, _Row]:
         """Take a transaction out of the waiting ones, with its buffered data events."""
@@ -586,7 +623,13 @@ class _Run:
             assert ev.txn is not None
             key = self.txn_key(ev.txn)
             if key not in self.st["rejected"] and key not in self.st["dropping"]:
-                self.st["begins"].setdefault(key, [rec.offset, self.now, ev.ts])
+                # [offset, read at, ts_ms, BEGINs read]: Debezium writes a BEGIN again when it
+                # starts over inside a transaction (see ``on_data``).
+                begin = self.st["begins"].get(key)
+                if begin is None:
+                    self.st["begins"][key] = [rec.offset, self.now, ev.ts, 1]
+                else:
+                    begin[3:] = [_begins(begin) + 1]
         else:
             self.on_end(rec, ev)
 
@@ -605,6 +648,7 @@ class _Run:
             ev.row if ev.row is not None else raw_value_text(rec.value),
             ev.ts,
             ev.bad,
+            ev.lsn,
         ]
 
     def on_data(self, rec: SourceRecord, ev: _Decoded) -> None:
@@ -620,11 +664,33 @@ class _Run:
         if rejected is not None:
             self.reject_follow_up(key, rejected, rec, ev)
             return
-        self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
+        entry = self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
         rows = self.rows(key)
         order = str(ev.order)
-        if order in rows:
-            return  # duplicate (Kafka Connect re-send): total_order is unique per transaction
+        earlier = rows.get(order)
+        if earlier is not None:
+            seen = earlier[10] if len(earlier) > 10 else None
+            if ev.lsn is None or seen is None or seen == ev.lsn:
+                # Duplicate (Kafka Connect re-send): total_order is unique per transaction. Its
+                # first event is counted once per BEGIN, so that a transaction Debezium wrote
+                # twice waits until both writes agree (``drain``).
+                if ev.order == 1:
+                    entry["firsts"] = entry.get("firsts", 1) + 1
+                return
+            self.reject_txn(
+                key,
+                RESTARTED,
+                rec,
+                f"Debezium restarted inside transaction {key}: total_order {ev.order} at "
+                f"{rec.topic}:{rec.partition}:{rec.offset} is the change at LSN {ev.lsn}, and was "
+                f"the change at LSN {seen} at {earlier[0]}:{earlier[1]}:{earlier[2]}. After a "
+                "Kafka Connect crash it resumed in the middle of the transaction, numbered the "
+                "rest from 1 and counts only the rest in its END, so the transaction cannot be "
+                "checked whole; all its events go to the dead-letter table (apply them from there, "
+                "or re-snapshot the tables)",
+            )
+            self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
+            return
         rows[order] = self.row_of(rec, ev)
         if ev.bad is not None:
             # Unknown table or TOAST placeholder: the whole transaction goes, now.
@@ -641,7 +707,7 @@ class _Run:
     def on_end(self, rec: SourceRecord, ev: _Decoded) -> None:
         assert ev.txn is not None
         key = self.txn_key(ev.txn)
-        lsn = self.commit_lsn(ev.txn)
+        lsn = self.id_lsn(ev.txn)
         if lsn is not None and lsn <= self.st["wm"]:
             # Re-sent END of a transaction already emitted: drop it and its data events.
             buffered = len(self.pop_rows(key))
@@ -654,12 +720,15 @@ class _Run:
         rejected = self.st["rejected"].get(key)
         if rejected is not None:
             self.reject_follow_up(key, rejected, rec, ev)
+            if rejected[0].startswith(RESTARTED):
+                return  # its END counts only the rest: later events are rejected until expiry
             rejected[1] = ev.order - rejected[5]  # data events still to come
             if rejected[1] <= 0:
                 del self.st["rejected"][key]
             return
         begin = self.st["begins"].pop(key, None)
         entry = {
+            "begins": _begins(begin) if begin is not None else 1,
             "key": key,
             "id": ev.txn,
             "topic": rec.topic,
@@ -714,6 +783,11 @@ class _Run:
             over = any(n > want.get(c, 0) for c, n in counts.items())
             if len(rows) < head["count"] and not over:
                 return  # not complete yet: everything behind it waits (commit order)
+            if head.get("begins", 1) > self.firsts(key) and not over:
+                # Debezium began it more than once (a Connect crash inside it): complete only
+                # when each write's first event is read, at one LSN. A write that resumed in the
+                # middle numbers its first event 1 too, at another LSN: on_data rejects it.
+                return
             ends.popleft()
             self.queued.discard(key)
             self.st["pending"].pop(key, None)
@@ -814,16 +888,40 @@ class _Run:
         )
 
     def reject_txn(self, key: str, v: str, rec: SourceRecord, detail: str) -> None:
-        """Reject a transaction now: its buffered rows, and later events as they arrive."""
+        """Reject a transaction now: its rows, its END if read, later events as they arrive."""
         self.violate(v, rec, key, detail)
         reason = f"{v}: {detail}"
         pending = self.pop_rows(key)
         ordered = [pending[k] for k in sorted(pending, key=int)]
         self.st["begins"].pop(key, None)
-        self.reject_rows(key, ordered, None, reason)
+        end = self.unqueue(key)
+        self.reject_rows(key, ordered, end, reason)
         # [reason, data events still expected (-1 = unknown until END), since, first offset,
         #  next row_seq, data events rejected]
-        self.st["rejected"][key] = [reason, -1, self.now, rec.offset, len(ordered), len(ordered)]
+        expected = -1
+        if end is not None and v != RESTARTED:
+            expected = end["count"] - len(ordered)
+            if expected <= 0:
+                return  # all its events are rejected
+        self.st["rejected"][key] = [
+            reason,
+            expected,
+            self.now,
+            rec.offset,
+            len(ordered) + (end is not None),
+            len(ordered),
+        ]
+
+    def unqueue(self, key: str) -> dict[str, Any] | None:
+        """Take a transaction's END out of the queue, if it is there."""
+        if key not in self.queued:
+            return None
+        self.queued.discard(key)
+        for i, entry in enumerate(self.ends):
+            if entry["key"] == key:
+                del self.ends[i]
+                return entry
+        return None
 
     def reject_rows(
         self, key: str, rows: list[_Row], end: dict[str, Any] | None, reason: str

@@ -446,3 +446,65 @@ def test_waiting_transactions_survive_many_calls_untouched() -> None:
     assert [r.txn_id for r in out if r.is_txn_end] == [str(900 + n) for n in range(20)]
     assert len(out) == 60
     assert all(r.kind == KIND_ROW for r in out)
+
+
+def restarted_txn(src: Source, resume: int) -> tuple[list[SourceRecord], list[SourceRecord]]:
+    """Transaction 730 (five items, then their order: events 1-6 at LSNs 101-106) as Debezium
+    writes it when Kafka Connect crashes inside it: the first write got events 1-3 out, then
+    the worker resumed after event ``resume`` (its last flushed offset), wrote BEGIN again and
+    numbered the rest from 1; its END counts only the rest (seen on Debezium 3.4, 11-29).
+    """
+    events = [(ITEMS, {"order_id": 9, "line": n}) for n in range(1, 6)]
+    events.append((ORDERS, {"order_id": 9, "n": 5}))
+    first = [src.begin(730, 100)]
+    first += [src.change(t, "c", row, 730, i + 1, 101 + i) for i, (t, row) in enumerate(events[:3])]
+    rest = events[resume:]
+    second = [src.begin(730, 100)]
+    second += [
+        src.change(t, "c", row, 730, i + 1, 101 + resume + i) for i, (t, row) in enumerate(rest)
+    ]
+    counts = {"order_items": sum(t == ITEMS for t, _ in rest), "orders": 1}
+    second.append(src.end(730, 107, counts))
+    return first, second
+
+
+def test_a_transaction_debezium_resumed_in_the_middle_of_is_rejected_whole() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    after = order_txn(src, 731, 200, 10)
+    # Read in any cut: the rows must never come out, in part or whole, and every event of
+    # both writes (and the END) is in the dead-letter output.
+    cuts = [
+        [[*first, *second, *after]],
+        [first, [*second, *after]],
+        # The order (last event) and the END before the second write's items: numbering alone
+        # looks complete (items 1-3 of the first write, the order), which lost items 4 and 5.
+        [[*first, second[0], second[-2], second[-1]], [*second[1:-2], *after]],
+        [[*first, second[0], second[-1]], [*second[1:-1]], after],
+    ]
+    for calls in cuts:
+        out, _ = run(DebeziumAssembler(settings()), calls)
+        rejected = [r for r in out if r.kind == KIND_REJECT]
+        assert {r.txn_id for r in rows(out)} == {"731"}, calls
+        assert rows(out)[0].txn_seq == 1
+        assert len(rejected) == len(first) - 1 + len(second) - 1  # all but the BEGINs
+        assert all(r.reason.startswith("restarted-mid-transaction:") for r in rejected)
+        assert "LSN 103" in rejected[0].reason  # the clash: event 1 of each write
+        assert "LSN 101" in rejected[0].reason
+
+
+def test_a_transaction_debezium_wrote_again_from_its_start_is_applied_once() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=0)
+    for calls in ([[*first, *second]], [first, second], [[*first, second[0], second[-1]], second]):
+        out, _ = run(DebeziumAssembler(settings()), calls)
+        assert [r.kind for r in out] == [KIND_ROW] * 6, calls
+        assert [json.loads(r.row or "{}")["line"] for r in out[:5]] == [1, 2, 3, 4, 5]
+
+
+def test_restarted_mid_transaction_can_fail_the_query() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    policies = {"restarted-mid-transaction": Policy.FAIL}
+    with pytest.raises(AssemblerError, match="restarted-mid-transaction"):
+        run(DebeziumAssembler(settings(policies=policies)), [[*first, *second]])

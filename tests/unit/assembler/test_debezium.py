@@ -505,6 +505,12 @@ def test_a_transaction_debezium_wrote_again_from_its_start_is_applied_once() -> 
 def test_restarted_mid_transaction_can_fail_the_query() -> None:
     src = Source()
     first, second = restarted_txn(src, resume=2)
-    policies = {"restarted-mid-transaction": Policy.FAIL}
+    options = {
+        "transaction-topic": TXN_TOPIC,
+        "database": "demo",
+        "on-error.restarted-mid-transaction": "fail",  # source.debezium.<key> in the config
+    }
+    failing = DebeziumSettings.from_options(options)
+    assert failing.policy("restarted-mid-transaction") is Policy.FAIL
     with pytest.raises(AssemblerError, match="restarted-mid-transaction"):
-        run(DebeziumAssembler(settings(policies=policies)), [[*first, *second]])
+        run(DebeziumAssembler(failing), [[*first, *second]])

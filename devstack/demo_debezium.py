@@ -358,7 +358,7 @@ def re_sent_transactions(bootstrap: str) -> int:
 
 
 def run_demo(workdir: Path, transactions: int, rate: float, seed: int = 12) -> dict[str, Any]:
-    """Run the whole demo once (both kills included); return the result as a dict.
+    """Run the whole demo once (all three faults included); return the result as a dict.
 
     ``workdir`` is emptied first: PostgreSQL, Kafka and the checkpoint start fresh.
     """

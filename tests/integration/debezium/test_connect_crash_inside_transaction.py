@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import KafkaException
 
 from assembler.debezium import DebeziumAssembler, DebeziumSettings
 from assembler.output import KIND_REJECT, KIND_ROW
@@ -29,6 +29,7 @@ from devstack.kafka import KafkaBroker
 from devstack.postgres import PostgresServer
 from devstack.stack import topic_end_offsets
 from tests.fixtures.kafka import ExternalBroker
+from tests.integration.debezium.test_connect import read_all
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ ITEMS = 20_000  # Connect writes them over several offset flushes (one a second)
 def _end(bootstrap: str, topic: str) -> int:
     try:
         return topic_end_offsets(bootstrap, topic, 1)[0]
-    except Exception:  # the topic does not exist yet
+    except KafkaException:  # the topic does not exist yet
         return 0
 
 
@@ -48,27 +49,6 @@ def _wait(what: str, done: Any, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def _read(bootstrap: str, topics: list[str]) -> list[SourceRecord]:
-    """Every record of ``topics`` (partition 0), as the pipeline's source hands them over."""
-    ends = {t: _end(bootstrap, t) for t in topics}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
-    got: list[SourceRecord] = []
-    try:
-        consumer.assign([TopicPartition(t, 0, 0) for t in topics])
-        deadline = time.monotonic() + 120
-        while len(got) < sum(ends.values()) and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            topic, offset = msg.topic(), msg.offset()
-            assert topic is not None
-            assert offset is not None
-            got.append(SourceRecord(topic, 0, offset, msg.value(), msg.key()))
-    finally:
-        consumer.close()
-    return got
 
 
 def test_a_transaction_connect_died_inside_is_dead_lettered_whole_never_applied_in_part(
@@ -116,7 +96,13 @@ def test_a_transaction_connect_died_inside_is_dead_lettered_whole_never_applied_
         conn.commit()
         _wait("the last transaction's END", lambda: _end(bootstrap, orders) >= 3, 300)
         _wait("every marker", lambda: _end(bootstrap, markers) >= 7, 60)
-    records = _read(bootstrap, [markers, orders, items])
+    topics = [markers, orders, items]
+    everything = sum(_end(bootstrap, t) for t in topics)
+    records = [
+        SourceRecord(m.topic(), 0, m.offset(), m.value(), m.key())
+        for m in read_all(bootstrap, topics, want=everything, timeout=120)
+    ]
+    assert len(records) == everything
 
     docs = [json.loads(r.value or b"{}") for r in records if r.topic == markers]
     big_xid = next(d["id"].split(":")[0] for d in docs if (d.get("event_count") or 0) > 2)

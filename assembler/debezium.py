@@ -30,9 +30,13 @@ worker crash) of a transaction already emitted, and it and its data events are d
 Duplicated data events of a transaction not yet emitted are recognised by ``total_order`` and
 their own LSN. Two events with one ``total_order`` at different LSNs mean that Debezium resumed
 inside the transaction after a Connect crash: it writes BEGIN again, numbers the rest from 1 and
-counts only the rest in its END, so the transaction cannot be checked whole and is rejected
-(``restarted-mid-transaction``). A transaction whose BEGIN was read twice therefore waits until
-its first event has been read twice too.
+counts only the rest in its END. From then on the transaction's events are keyed by LSN, and it
+is rebuilt whole when its two writes overlap: the first write's copy of the event the second
+resumed at gives that event's place in the transaction, so the first write's events before it
+are counted exactly, and the END counts the rest. Without an overlap nothing tells whether the
+first write's last events have all been read: it waits out ``txn-timeout`` and is rejected
+(``restarted-mid-transaction``), as is a transaction Debezium resumed inside more than once. A
+transaction whose BEGIN was read twice waits until its first event has been read twice too.
 
 Heartbeats (topic ``__debezium-heartbeat.*`` or a value without ``op``), tombstones (null
 value on a data topic), logical decoding messages (``op=m``) and schema-change records are
@@ -233,7 +237,8 @@ class DebeziumStep:
 # A buffered data event: [topic, partition, offset, collection, op, database, table, row,
 # ts_ms, bad, lsn] where bad is None or [violation, detail] and lsn is the event's own position
 # (the LSN part of its Postgres transaction id; None otherwise, and absent from rows that
-# state written before it holds).
+# state written before it holds). A transaction Debezium resumed inside is keyed by LSN, and
+# each of its rows has one more item: the total_order values it was read under (one per write).
 _Row = list[Any]
 
 
@@ -266,6 +271,28 @@ class _Decoded:
         self.ts: int | None = None
         self.counts: dict[str, int] = {}
         self.bad: list[str] | None = None
+
+
+def _counts(rows: Iterable[_Row]) -> dict[str, int]:
+    """Data events per source table (``data_collection``)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row[3]] = counts.get(row[3], 0) + 1
+    return counts
+
+
+def _same_change(a: _Row, b: _Row) -> bool:
+    """One change read twice: the same LSN, table, op and row image.
+
+    The LSN alone does not name a change: a multi-row insert such as COPY gives its rows one.
+    """
+    return bool(a[10] == b[10] and a[3] == b[3] and a[4] == b[4] and a[7] == b[7])
+
+
+def _one_change_twice(rows: dict[str, _Row]) -> bool:
+    """Whether one change was read under two ``total_order`` numbers (Debezium resumed)."""
+    seen = {(r[10], r[3], r[4], r[7]) for r in rows.values()}
+    return len(seen) < len(rows)
 
 
 def _begins(begin: list[Any]) -> int:
@@ -364,6 +391,7 @@ def _load(state: tuple[Any, ...] | None) -> dict[str, Any]:
             "ends": [],
             "rejected": {},
             "dropping": {},
+            "rebuilt": {},
         }
     version, blob = state
     if version == 1:
@@ -399,8 +427,9 @@ def _dump(st: dict[str, Any]) -> bytes:
         text = orjson.dumps(rows) if isinstance(rows, dict) else rows
         texts.append(text)
         pending[key] = {"since": entry["since"], "size": len(text)}
-        if "firsts" in entry:
-            pending[key]["firsts"] = entry["firsts"]
+        for name in ("firsts", "by_lsn"):
+            if name in entry:
+                pending[key][name] = entry[name]
     header = orjson.dumps({**st, "pending": pending})
     return b"".join([_HEADER_LENGTH.pack(len(header)), header, *texts])
 
@@ -419,6 +448,7 @@ class _Run:
         self.ends: deque[dict[str, Any]] = deque(st.pop("ends"))
         self.queued: set[str] = {e["key"] for e in self.ends}
         self.routes: dict[tuple[str, str], tuple[tuple[str, str] | None, str | None]] = {}
+        st.setdefault("rebuilt", {})  # absent from state written before rebuilds
 
     # -- decoding -------------------------------------------------------------------------
 
@@ -515,7 +545,11 @@ class _Run:
         return ev
 
     def rows(self, key: str) -> dict[str, _Row]:
-        """The buffered data events of a waiting transaction by ``total_order`` (parsed once)."""
+        """The buffered data events of a waiting transaction, parsed once.
+
+        Keyed by ``total_order``, or by LSN once Debezium is known to have resumed inside it
+        (:meth:`by_lsn`).
+        """
         entry = self.st["pending"].get(key)
         if entry is None:
             return {}
@@ -529,9 +563,40 @@ class _Run:
     def firsts(self, key: str) -> int:
         """How many times a waiting transaction's first event (``total_order`` 1) was read."""
         entry = self.st["pending"].get(key)
-        if entry is None or "1" not in self.rows(key):
+        if entry is None or entry.get("by_lsn") or "1" not in self.rows(key):
             return 0
         return int(entry.get("firsts", 1))
+
+    def by_lsn(self, key: str) -> bool:
+        """Whether a waiting transaction's events are keyed by LSN (Debezium resumed inside it)."""
+        entry = self.st["pending"].get(key)
+        return bool(entry is not None and entry.get("by_lsn"))
+
+    def key_by_lsn(self, key: str) -> bool:
+        """Re-key a waiting transaction's events by LSN.
+
+        False when one has no LSN (state written before events kept theirs, or
+        ``txn-id=exact``), or when two changes share one (the rows of a multi-row insert such
+        as COPY): then it cannot be rebuilt.
+        """
+        rows = self.rows(key)
+        if any(len(r) < 11 or r[10] is None for r in rows.values()):
+            return False
+        by_lsn: dict[str, _Row] = {}
+        for order in sorted(rows, key=int):
+            row = rows[order]
+            seen = by_lsn.get(str(row[10]))
+            if seen is None:
+                by_lsn[str(row[10])] = [*row[:11], [int(order)]]
+            elif _same_change(seen, row):
+                seen[11].append(int(order))  # one change, read in both writes
+            else:
+                return False  # rows of one multi-row insert (COPY) share its LSN
+        entry = self.st["pending"][key]
+        entry["rows"] = by_lsn
+        entry["by_lsn"] = True
+        entry.pop("firsts", None)
+        return True
 
     def pop_rows(self, key: str) -> dict[str, _Row]:
         """Take a transaction out of the waiting ones, with its buffered data events."""
@@ -660,15 +725,22 @@ class _Run:
             if dropping[0] <= 0:
                 del self.st["dropping"][key]
             return
+        rebuilt = self.st["rebuilt"].get(key)
+        if rebuilt is not None and ev.lsn is not None and rebuilt[0] <= ev.lsn <= rebuilt[1]:
+            return  # the first write's copy of a change a rebuilt transaction emitted
         rejected = self.st["rejected"].get(key)
         if rejected is not None:
             self.reject_follow_up(key, rejected, rec, ev)
             return
         entry = self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
         rows = self.rows(key)
-        order = str(ev.order)
-        earlier = rows.get(order)
-        if earlier is not None:
+        if not entry.get("by_lsn"):
+            order = str(ev.order)
+            earlier = rows.get(order)
+            if earlier is None:
+                rows[order] = self.row_of(rec, ev)
+                self.check_added(key, rows, rec, ev)
+                return
             seen = earlier[10] if len(earlier) > 10 else None
             if ev.lsn is None or seen is None or seen == ev.lsn:
                 # Duplicate (Kafka Connect re-send): total_order is unique per transaction. Its
@@ -677,21 +749,61 @@ class _Run:
                 if ev.order == 1:
                     entry["firsts"] = entry.get("firsts", 1) + 1
                 return
+            # Debezium resumed inside the transaction after a Connect crash and numbered the
+            # rest from 1: from now on only the LSN names an event (``rebuild``).
+            if not self.key_by_lsn(key):
+                self.reject_txn(
+                    key,
+                    RESTARTED,
+                    rec,
+                    f"Debezium restarted inside transaction {key}: total_order {ev.order} at "
+                    f"{rec.topic}:{rec.partition}:{rec.offset} is the change at LSN {ev.lsn}, "
+                    f"and was another change at {earlier[0]}:{earlier[1]}:{earlier[2]}; its "
+                    "changes cannot all be told apart by LSN (one read without it, or rows of a "
+                    "multi-row insert such as COPY sharing one), so it cannot be rebuilt; all its "
+                    "events go to the dead-letter table (apply them from there, or re-snapshot "
+                    "the tables)",
+                )
+                self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
+                return
+            rows = self.rows(key)
+        if ev.lsn is None:
             self.reject_txn(
                 key,
                 RESTARTED,
                 rec,
-                f"Debezium restarted inside transaction {key}: total_order {ev.order} at "
-                f"{rec.topic}:{rec.partition}:{rec.offset} is the change at LSN {ev.lsn}, and was "
-                f"the change at LSN {seen} at {earlier[0]}:{earlier[1]}:{earlier[2]}. After a "
-                "Kafka Connect crash it resumed in the middle of the transaction, numbered the "
-                "rest from 1 and counts only the rest in its END, so the transaction cannot be "
-                "checked whole; all its events go to the dead-letter table (apply them from there, "
-                "or re-snapshot the tables)",
+                f"Debezium restarted inside transaction {key}, and its event at "
+                f"{rec.topic}:{rec.partition}:{rec.offset} has no LSN in its transaction id, so "
+                "the transaction cannot be rebuilt; all its events go to the dead-letter table "
+                "(apply them from there, or re-snapshot the tables)",
             )
             self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
             return
-        rows[order] = self.row_of(rec, ev)
+        row = [*self.row_of(rec, ev), [ev.order]]
+        seen_at = rows.get(str(ev.lsn))
+        if seen_at is not None and _same_change(seen_at, row):
+            if ev.order not in seen_at[11]:
+                seen_at[11].append(ev.order)  # the same change under the other write's number
+            return
+        if seen_at is not None:
+            self.reject_txn(
+                key,
+                RESTARTED,
+                rec,
+                f"Debezium restarted inside transaction {key}, and its change at "
+                f"{rec.topic}:{rec.partition}:{rec.offset} shares LSN {ev.lsn} with another "
+                f"(at {seen_at[0]}:{seen_at[1]}:{seen_at[2]}; rows of a multi-row insert such "
+                "as COPY), so its changes cannot be told apart and it cannot be rebuilt; all "
+                "its events go to the dead-letter table (apply them from there, or re-snapshot "
+                "the tables)",
+            )
+            self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
+            return
+        rows[str(ev.lsn)] = row
+        self.check_added(key, rows, rec, ev)
+
+    def check_added(self, key: str, rows: dict[str, _Row], rec: SourceRecord, ev: _Decoded) -> None:
+        """Reject a transaction at once for its new event's problem or its size."""
         if ev.bad is not None:
             # Unknown table or TOAST placeholder: the whole transaction goes, now.
             self.reject_txn(key, ev.bad[0], rec, ev.bad[1])
@@ -716,7 +828,9 @@ class _Run:
                 self.st["dropping"][key] = [ev.order - buffered, self.now]
             return
         if key in self.queued:
-            return  # a re-sent END of a transaction still waiting for its data
+            # A re-sent END of a transaction still waiting for its data: its BEGIN was too.
+            self.st["begins"].pop(key, None)
+            return
         rejected = self.st["rejected"].get(key)
         if rejected is not None:
             self.reject_follow_up(key, rejected, rec, ev)
@@ -775,39 +889,33 @@ class _Run:
         while ends:
             head = ends[0]
             key = head["key"]
-            rows = self.rows(key)
-            counts: dict[str, int] = {}
-            for row in rows.values():
-                counts[row[3]] = counts.get(row[3], 0) + 1
-            want = {c: n for c, n in head["counts"].items() if n}
-            over = any(n > want.get(c, 0) for c, n in counts.items())
-            if len(rows) < head["count"] and not over:
-                return  # not complete yet: everything behind it waits (commit order)
-            begins = head.get("begins", 1)
-            if begins > 1 and not over and begins > self.firsts(key):
-                # Debezium began it more than once (a Connect crash inside it): complete only
-                # when each write's first event is read, at one LSN. A write that resumed in the
-                # middle numbers its first event 1 too, at another LSN: on_data rejects it.
-                return
+            checked: tuple[list[_Row], list[str] | None] | None = None
+            if not self.by_lsn(key):
+                checked = self.by_numbers(head, self.rows(key))
+                if checked is None:
+                    return  # not complete yet: everything behind it waits (commit order)
+            if self.by_lsn(key):  # or by_numbers found one change under two numbers
+                checked = self.rebuild(head, self.rows(key))
+                if checked is None:
+                    return
+            assert checked is not None
+            ordered, bad = checked
+            bad = bad or head.get("bad")
             ends.popleft()
             self.queued.discard(key)
             self.st["pending"].pop(key, None)
-            ordered = [rows[k] for k in sorted(rows, key=int)]
             if head["lsn"] is not None:
                 self.st["wm"] = max(self.st["wm"], head["lsn"])
-            bad = head.get("bad")
-            if bad is None and (len(rows) != head["count"] or counts != want):
-                bad = [
-                    Violation.EVENT_COUNT_MISMATCH.value,
-                    f"END of transaction {head['id']!r} at offset {head['offset']} says "
-                    f"event_count={head['count']} {want}, received {len(rows)} {counts}",
-                ]
-                self.violate_at(
-                    bad[0], head["topic"], head["partition"], head["offset"], key, bad[1]
-                )
             if bad is not None:
+                if bad is not head.get("bad"):  # the END's own was raised when it was read
+                    self.violate_at(
+                        bad[0], head["topic"], head["partition"], head["offset"], key, bad[1]
+                    )
                 self.reject_rows(key, ordered, head, f"{bad[0]}: {bad[1]}")
                 continue
+            if self.by_lsn_rows(ordered):
+                # Later copies from the first write are dropped by LSN, as re-sends are.
+                self.st["rebuilt"][key] = [ordered[0][10], ordered[-1][10], self.now]
             self.emit_rows(
                 key,
                 ordered,
@@ -817,6 +925,123 @@ class _Run:
                 head["offset"],
                 head["ts"],
             )
+
+    def by_numbers(
+        self, head: dict[str, Any], rows: dict[str, _Row]
+    ) -> tuple[list[_Row], list[str] | None] | None:
+        """A transaction keyed by ``total_order``, checked against its END.
+
+        Returns ``None`` while it waits, else its rows in order and ``None`` or why they are
+        rejected. When one change (LSN) was read under two numbers, Debezium resumed inside
+        it: the transaction is keyed by LSN instead, for :meth:`rebuild`.
+        """
+        key = head["key"]
+        counts = _counts(rows.values())
+        want = {c: n for c, n in head["counts"].items() if n}
+        over = any(n > want.get(c, 0) for c, n in counts.items())
+        if len(rows) < head["count"] and not over:
+            return None
+        # The first write finished (its END counts the whole) and the second repeated its tail
+        # under other numbers: a mix of both can fill every number, but not with distinct LSNs.
+        lsns = {r[10] if len(r) > 10 else None for r in rows.values()}
+        if None not in lsns and len(lsns) < len(rows) and _one_change_twice(rows):
+            if self.key_by_lsn(key):
+                return [], None
+            return [rows[k] for k in sorted(rows, key=int)], [
+                RESTARTED,
+                f"Debezium restarted inside transaction {head['id']!r} (END at "
+                f"{head['topic']}:{head['partition']}:{head['offset']}): one change was read "
+                "under two numbers, and rows of a multi-row insert such as COPY share an LSN, "
+                "so it cannot be rebuilt; all its events go to the dead-letter table (apply "
+                "them from there, or re-snapshot the tables)",
+            ]
+        begins = head.get("begins", 1)
+        if begins > 1 and not over and begins > self.firsts(key):
+            # Debezium began it more than once (a Connect crash inside it): complete only when
+            # each write's first event is read, at one LSN. A write that resumed in the middle
+            # numbers its first event 1 too, at another LSN, and on_data keys the transaction
+            # by LSN.
+            return None
+        ordered = [rows[k] for k in sorted(rows, key=int)]
+        if len(rows) != head["count"] or counts != want:
+            return ordered, [
+                Violation.EVENT_COUNT_MISMATCH.value,
+                f"END of transaction {head['id']!r} at offset {head['offset']} says "
+                f"event_count={head['count']} {want}, received {len(rows)} {counts}",
+            ]
+        return ordered, None
+
+    @staticmethod
+    def by_lsn_rows(rows: list[_Row]) -> bool:
+        return bool(rows) and len(rows[0]) > 11
+
+    def rebuild(
+        self, head: dict[str, Any], rows: dict[str, _Row]
+    ) -> tuple[list[_Row], list[str] | None] | None:
+        """A transaction Debezium resumed inside, made whole from its two writes by LSN.
+
+        The first write numbers the transaction from its first change; the second, from the
+        change after the last flushed offset. Both write that change: the second as its event
+        1, the first under its place ``j`` in the transaction. When the second BEGIN came
+        before the END, the END is the second write's and counts the changes from there on:
+        then the first write's changes before it must be read, each under its number (1 to
+        ``j - 1``). When the END came first, the first write had finished: its END counts the
+        whole transaction. Returns ``None`` while that cannot be told yet, else the rows in
+        LSN order and ``None`` or why they are rejected.
+        """
+        lsns = sorted(rows, key=int)
+        ordered = [rows[k] for k in lsns]
+        begins = head.get("begins", 1)
+        starts = [int(k) for k in lsns if 1 in rows[k][11]]
+        where = (
+            f"transaction {head['id']!r} (END at {head['topic']}:{head['partition']}:"
+            f"{head['offset']})"
+        )
+        if begins > 2 or len(starts) > 2:
+            return ordered, [
+                RESTARTED,
+                f"Debezium restarted inside {where} more than once ({begins} BEGINs, first "
+                f"events at LSNs {starts}); only one restart can be rebuilt, so all its events "
+                "go to the dead-letter table (apply them from there, or re-snapshot the tables)",
+            ]
+        want = {c: n for c, n in head["counts"].items() if n}
+        if begins < 2:
+            counted = lsns
+            first: list[str] = []
+        else:
+            if len(starts) < 2:
+                return None  # one write's event 1 is still to come
+            places = [n for n in rows[str(starts[1])][11] if n != 1]
+            if not places:
+                return None  # the first write's copy of where the second resumed: to come
+            first = [k for k in lsns if int(k) < starts[1]]
+            counted = lsns[len(first) :]
+            if len(first) < places[0] - 1:
+                return None
+        counts = _counts(rows[k] for k in counted)
+        over = any(n > want.get(c, 0) for c, n in counts.items())
+        if len(counted) < head["count"] and not over:
+            return None
+        # Each change must sit where both writes put it: the first write's n-th change under
+        # n, and under n - (j - 1) in the second write when that had it too.
+        shifts = {n - o for n, k in enumerate(lsns, 1) for o in rows[k][11] if o != n}
+        fits = (
+            len(shifts) <= 1
+            and all(d > 0 for d in shifts)
+            and all(rows[k][11] == [n] for n, k in enumerate(first, 1))
+            and (not first or shifts == {len(first)})
+        )
+        if not fits or over or len(counted) != head["count"] or counts != want:
+            return ordered, [
+                RESTARTED,
+                f"Debezium restarted inside {where}, and its two writes do not fit together: "
+                f"{len(lsns)} changes read, the second write from LSN "
+                f"{starts[1] if len(starts) > 1 else '?'} on, numbered "
+                f"{[rows[k][11] for k in lsns[:8]]}..., {len(counted)} counted {counts}, the "
+                f"END counts {head['count']} {want}; all its events go to the dead-letter "
+                "table (apply them from there, or re-snapshot the tables)",
+            ]
+        return ordered, None
 
     def emit_rows(
         self,
@@ -1011,27 +1236,37 @@ class _Run:
             head = ends.popleft()
             key = head["key"]
             self.queued.discard(key)
+            restarted = self.by_lsn(key)
             pending = self.pop_rows(key)
-            detail = (
-                f"END of transaction {head['id']!r} at {head['topic']}:{head['partition']}:"
-                f"{head['offset']} waited {self.now - head['at']} ms for its data events "
-                f"(event_count={head['count']}, received {len(pending)}); txn-timeout is "
-                f"{limit} ms"
+            where = (
+                f"transaction {head['id']!r} (END at {head['topic']}:{head['partition']}:"
+                f"{head['offset']})"
             )
-            self.violate_at(
-                Violation.TXN_TIMEOUT.value,
-                head["topic"],
-                head["partition"],
-                head["offset"],
-                key,
-                detail,
-            )
+            if restarted:
+                # Its END counts only the second write: what is missing is not known.
+                v, missing = RESTARTED, -1
+                detail = (
+                    f"Debezium restarted inside {where}, and in "
+                    f"{self.now - head['at']} ms (txn-timeout is "
+                    f"{limit} ms) no change was read in both of its writes, so nothing tells "
+                    "whether the first write's last changes have all been read: it cannot be "
+                    f"rebuilt ({len(pending)} changes read); all its events go to the "
+                    "dead-letter table (apply them from there, or re-snapshot the tables)"
+                )
+            else:
+                v, missing = Violation.TXN_TIMEOUT.value, head["count"] - len(pending)
+                detail = (
+                    f"END of transaction {head['id']!r} at {head['topic']}:{head['partition']}:"
+                    f"{head['offset']} waited {self.now - head['at']} ms for its data events "
+                    f"(event_count={head['count']}, received {len(pending)}); txn-timeout is "
+                    f"{limit} ms"
+                )
+            self.violate_at(v, head["topic"], head["partition"], head["offset"], key, detail)
             ordered = [pending[k] for k in sorted(pending, key=int)]
-            self.reject_rows(key, ordered, head, f"txn-timeout: {detail}")
-            missing = head["count"] - len(ordered)
-            if missing > 0:
+            self.reject_rows(key, ordered, head, f"{v}: {detail}")
+            if missing != 0:
                 self.st["rejected"][key] = [
-                    f"txn-timeout: {detail}",
+                    f"{v}: {detail}",
                     missing,
                     self.now,
                     head["offset"],
@@ -1062,9 +1297,9 @@ class _Run:
                 len(ordered),
             ]
         # Bookkeeping of rejected / dropped transactions is bounded by the same clock.
-        for name in ("rejected", "dropping"):
+        for name in ("rejected", "dropping", "rebuilt"):
             table = self.st[name]
-            since = 2 if name == "rejected" else 1
+            since = {"rejected": 2, "dropping": 1, "rebuilt": 2}[name]
             for key in [k for k, v in table.items() if self.now - v[since] >= 2 * limit]:
                 del table[key]
 
@@ -1076,6 +1311,7 @@ class _Run:
         times += [p["since"] for p in self.st["pending"].values()]
         times += [v[2] for v in self.st["rejected"].values()]
         times += [v[1] for v in self.st["dropping"].values()]
+        times += [v[2] for v in self.st["rebuilt"].values()]
         if not times:
             return None
         return int(min(times)) + limit

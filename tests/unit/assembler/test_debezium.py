@@ -448,16 +448,24 @@ def test_waiting_transactions_survive_many_calls_untouched() -> None:
     assert all(r.kind == KIND_ROW for r in out)
 
 
-def restarted_txn(src: Source, resume: int) -> tuple[list[SourceRecord], list[SourceRecord]]:
+def restarted_txn(
+    src: Source, resume: int, written: int = 3, finished: bool = False
+) -> tuple[list[SourceRecord], list[SourceRecord]]:
     """Transaction 730 (five items, then their order: events 1-6 at LSNs 101-106) as Debezium
-    writes it when Kafka Connect crashes inside it: the first write got events 1-3 out, then
-    the worker resumed after event ``resume`` (its last flushed offset), wrote BEGIN again and
-    numbered the rest from 1; its END counts only the rest (seen on Debezium 3.4, 11-29).
+    writes it when Kafka Connect crashes inside it: the first write got events 1 to ``written``
+    out, then the worker resumed after event ``resume`` (its last flushed offset), wrote BEGIN
+    again and numbered the rest from 1; its END counts only the rest (seen on Debezium 3.4,
+    11-29). With ``resume < written`` the two writes overlap; ``finished``: the first write
+    got its END out too.
     """
     events = [(ITEMS, {"order_id": 9, "line": n}) for n in range(1, 6)]
     events.append((ORDERS, {"order_id": 9, "n": 5}))
     first = [src.begin(730, 100)]
-    first += [src.change(t, "c", row, 730, i + 1, 101 + i) for i, (t, row) in enumerate(events[:3])]
+    first += [
+        src.change(t, "c", row, 730, i + 1, 101 + i) for i, (t, row) in enumerate(events[:written])
+    ]
+    if finished:
+        first.append(src.end(730, 107, {"order_items": 5, "orders": 1}))
     rest = events[resume:]
     second = [src.begin(730, 100)]
     second += [
@@ -468,12 +476,24 @@ def restarted_txn(src: Source, resume: int) -> tuple[list[SourceRecord], list[So
     return first, second
 
 
-def test_a_transaction_debezium_resumed_in_the_middle_of_is_rejected_whole() -> None:
+def whole_730(out: list[OutputRow]) -> list[tuple[str, int]]:
+    """(table, line or n) of transaction 730's applied rows, in their order."""
+    return [
+        (r.table or "", json.loads(r.row or "{}").get("line") or json.loads(r.row or "{}")["n"])
+        for r in rows(out)
+        if r.txn_id == "730"
+    ]
+
+
+WHOLE_730 = [("order_items", n) for n in range(1, 6)] + [("orders", 5)]
+
+
+def test_a_transaction_debezium_resumed_inside_is_rebuilt_whole_from_its_two_writes() -> None:
     src = Source()
     first, second = restarted_txn(src, resume=2)
     after = order_txn(src, 731, 200, 10)
-    # Read in any cut: the rows must never come out, in part or whole, and every event of
-    # both writes (and the END) is in the dead-letter output.
+    # In any cut, the rows come out whole, once, in the transaction's order, and only once
+    # both writes are read up to where they overlap (the change at LSN 103).
     cuts = [
         [[*first, *second, *after]],
         [first, [*second, *after]],
@@ -483,14 +503,98 @@ def test_a_transaction_debezium_resumed_in_the_middle_of_is_rejected_whole() -> 
         [[*first, second[0], second[-1]], [*second[1:-1]], after],
     ]
     for calls in cuts:
-        out, _ = run(DebeziumAssembler(settings()), calls)
-        rejected = [r for r in out if r.kind == KIND_REJECT]
-        assert {r.txn_id for r in rows(out)} == {"731"}, calls
-        assert rows(out)[0].txn_seq == 1
-        assert len(rejected) == len(first) - 1 + len(second) - 1  # all but the BEGINs
-        assert all(r.reason.startswith("restarted-mid-transaction:") for r in rejected)
-        assert "LSN 103" in rejected[0].reason  # the clash: event 1 of each write
-        assert "LSN 101" in rejected[0].reason
+        out, state = run(DebeziumAssembler(settings()), calls)
+        assert [r.kind for r in out] == [KIND_ROW] * 9, calls
+        assert whole_730(out) == WHOLE_730, calls
+        assert [r.txn_seq for r in out] == [1] * 6 + [2] * 3
+        assert out[5].is_txn_end
+        assert DebeziumAssembler(settings()).expire(state, 100_000).outputs == []
+
+
+def test_a_transaction_debezium_finished_and_then_resumed_inside_is_applied_whole_once() -> None:
+    # The first write got everything out, END included, before the crash; the offsets flushed
+    # were inside the transaction, so the second write repeats its tail under new numbers.
+    src = Source()
+    first, second = restarted_txn(src, resume=2, written=6, finished=True)
+    after = order_txn(src, 731, 200, 10)
+    data = [r for r in [*first, *second] if r.topic != TXN_TOPIC]
+    markers = [r for r in [*first, *second] if r.topic == TXN_TOPIC]
+    cuts = [
+        [[*first, *second, *after]],
+        [first, [*second, *after]],
+        [[*data, *after[1:-1]], [*markers, after[0], after[-1]]],
+        [[*first[:-1], *second[1:-1]], [first[-1], second[0], second[-1]], after],
+        # Its END and the order (event 6, the second write's 4) from both writes first: no
+        # number was read twice, one change was.
+        [[*first[:3], first[6], first[7], second[4]], [*first[3:6], *second[:4], second[5]], after],
+    ]
+    for calls in cuts:
+        out, state = run(DebeziumAssembler(settings()), calls)
+        assert [r.kind for r in out] == [KIND_ROW] * 9, calls
+        assert whole_730(out) == WHOLE_730, calls
+        assert [r.txn_seq for r in out] == [1] * 6 + [2] * 3
+        assert DebeziumAssembler(settings()).expire(state, 100_000).outputs == []
+
+
+def test_a_rebuilt_transaction_waits_until_the_overlap_is_read() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    # The first write's copy of LSN 103 (its event 3) is read last: keyed to another
+    # partition of the items topic, as Kafka Connect's producer may place it.
+    copy = first[3]._replace(partition=1, offset=0)
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [*first[:3], *second], 0)
+    assert step.outputs == []  # nothing yet places the second write in the transaction
+    assert step.timeout_at_ms == 10_000
+    done = asm.process(step.state, [copy], 1_000)
+    assert whole_730(done.outputs) == WHOLE_730
+
+
+def test_the_first_writes_later_copies_are_dropped_after_the_rebuild() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=2, written=5)  # events 3-5 in both writes
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [*first[:4], *second], 0)
+    assert whole_730(step.outputs) == WHOLE_730
+    # Events 4 and 5 of the first write come later (another partition, a slower topic).
+    later = asm.process(step.state, first[4:], 1_000)
+    assert later.outputs == []
+    assert asm.expire(later.state, 100_000).outputs == []
+
+
+def test_without_an_overlap_it_waits_out_txn_timeout_and_is_dead_lettered_whole() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=3)  # the second write starts at event 4
+    after = order_txn(src, 731, 200, 10)
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [*first, *second], 0)
+    assert step.outputs == []  # nothing tells whether the first write had an event 4
+    late = asm.expire(step.state, 10_000)
+    rejected = [r for r in late.outputs if r.kind == KIND_REJECT]
+    assert len(rejected) == 3 + 3 + 1  # both writes and the END: nothing lost
+    assert all(r.reason.startswith("restarted-mid-transaction:") for r in rejected)
+    assert "cannot be rebuilt" in rejected[0].reason
+    assert "shop.transaction:0:" in rejected[0].reason  # where its END is
+    assert [r.txn_id for r in rows(asm.process(late.state, after, 10_000).outputs)] == ["731"] * 3
+
+
+def test_two_writes_that_do_not_fit_together_are_dead_lettered_whole() -> None:
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    # An END that counts less than the second write holds.
+    short = src.end(730, 107, {"order_items": 2, "orders": 1})
+    out, _ = run(DebeziumAssembler(settings()), [[*first, *second[:-1], short]])
+    # Each change once (LSN 103 was in both writes), and the END.
+    assert [r.kind for r in out] == [KIND_REJECT] * 7
+    assert all(r.reason.startswith("restarted-mid-transaction:") for r in out)
+    assert "do not fit together" in out[0].reason
+    # Debezium restarted inside it twice: a third BEGIN, a third event 1.
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    third = [src.begin(730, 100), src.change(ITEMS, "c", {"order_id": 9, "line": 4}, 730, 1, 104)]
+    out, _ = run(DebeziumAssembler(settings()), [[*first, *third, *second]])
+    assert [r.kind for r in out] == [KIND_REJECT] * 7
+    assert "more than once" in out[0].reason
 
 
 def test_a_transaction_debezium_wrote_again_from_its_start_is_applied_once() -> None:
@@ -504,7 +608,7 @@ def test_a_transaction_debezium_wrote_again_from_its_start_is_applied_once() -> 
 
 def test_restarted_mid_transaction_can_fail_the_query() -> None:
     src = Source()
-    first, second = restarted_txn(src, resume=2)
+    first, second = restarted_txn(src, resume=3)
     options = {
         "transaction-topic": TXN_TOPIC,
         "database": "demo",
@@ -512,5 +616,48 @@ def test_restarted_mid_transaction_can_fail_the_query() -> None:
     }
     failing = DebeziumSettings.from_options(options)
     assert failing.policy("restarted-mid-transaction") is Policy.FAIL
+    asm = DebeziumAssembler(failing)
+    step = asm.process(None, [*first, *second], 0)
     with pytest.raises(AssemblerError, match="restarted-mid-transaction"):
-        run(DebeziumAssembler(failing), [[*first, *second]])
+        asm.expire(step.state, 600_000)
+
+
+def test_a_restarted_transaction_with_an_event_without_lsn_is_dead_lettered_whole() -> None:
+    src = Source()
+    # An id without its LSN part: that change cannot be placed among the others.
+    bare = src.change(ITEMS, "c", {"order_id": 9, "line": 6}, 730, 6, 106)
+    bare = bare._replace(value=(bare.value or b"").replace(b'"730:106"', b'"730"'))
+    first, second = restarted_txn(src, resume=2)
+    out, _ = run(DebeziumAssembler(settings()), [[bare, *first, *second]])
+    assert {r.kind for r in out} == {KIND_REJECT}
+    assert "cannot all be told apart by LSN" in out[0].reason
+    # Once keyed by LSN, a later event without one is rejected with the rest.
+    src = Source()
+    first, second = restarted_txn(src, resume=2)
+    bare = src.change(ORDERS, "c", {"order_id": 9, "n": 5}, 730, 6, 106)
+    bare = bare._replace(value=(bare.value or b"").replace(b'"730:106"', b'"730"'))
+    later, _ = run(DebeziumAssembler(settings()), [[*first, *second[:2]], [bare, second[-1]]])
+    assert {r.kind for r in later} == {KIND_REJECT}
+    assert any("has no LSN" in r.reason for r in later)
+
+
+def test_rows_of_one_copy_share_an_lsn_and_are_not_taken_for_a_restart() -> None:
+    # COPY writes its rows in one WAL record: Debezium gives them one LSN, distinct numbers.
+    src = Source()
+    copy = [
+        src.begin(740, 300),
+        *(src.change(ITEMS, "c", {"order_id": 7, "line": n}, 740, n, 301) for n in range(1, 4)),
+        src.end(740, 302, {"order_items": 3}),
+    ]
+    out, _ = run(DebeziumAssembler(settings()), [copy])
+    assert [json.loads(r.row or "{}")["line"] for r in rows(out)] == [1, 2, 3]
+    # Such a transaction that Debezium also resumed inside cannot be rebuilt: dead-lettered.
+    again = [
+        src.begin(740, 300),
+        src.change(ITEMS, "c", {"order_id": 7, "line": 3}, 740, 1, 301),
+        src.end(740, 302, {"order_items": 1}),
+    ]
+    out, _ = run(DebeziumAssembler(settings()), [[*copy[:-1], *again]])
+    # (Its event 1 is the first write's at the same LSN, so it reads as a re-send.)
+    assert {r.kind for r in out} == {KIND_REJECT}
+    assert len(out) == 3 + 1  # each change and the END

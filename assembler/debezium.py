@@ -86,6 +86,11 @@ MISSING_METADATA = "missing-metadata"
 UNAVAILABLE = "unavailable-value"
 RESTARTED = "restarted-mid-transaction"
 EXTRA_VIOLATIONS = (UNKNOWN_TABLE, MISSING_METADATA, UNAVAILABLE, RESTARTED)
+_DEAD_LETTERED = (
+    "; all its events go to the dead-letter table (apply them from there, or re-snapshot the "
+    "tables)"
+)
+"""How a ``restarted-mid-transaction`` reason ends: what happens, and what to do."""
 
 _UPSERT_OPS = frozenset({"c", "u", "r"})
 _SKIPPED_OPS = frozenset({"m"})  # logical decoding messages: not row changes
@@ -752,32 +757,27 @@ class _Run:
             # Debezium resumed inside the transaction after a Connect crash and numbered the
             # rest from 1: from now on only the LSN names an event (``rebuild``).
             if not self.key_by_lsn(key):
-                self.reject_txn(
+                self.reject_restarted(
                     key,
-                    RESTARTED,
                     rec,
+                    ev,
                     f"Debezium restarted inside transaction {key}: total_order {ev.order} at "
                     f"{rec.topic}:{rec.partition}:{rec.offset} is the change at LSN {ev.lsn}, "
                     f"and was another change at {earlier[0]}:{earlier[1]}:{earlier[2]}; its "
                     "changes cannot all be told apart by LSN (one read without it, or rows of a "
-                    "multi-row insert such as COPY sharing one), so it cannot be rebuilt; all its "
-                    "events go to the dead-letter table (apply them from there, or re-snapshot "
-                    "the tables)",
+                    "multi-row insert such as COPY sharing one), so it cannot be rebuilt",
                 )
-                self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
                 return
             rows = self.rows(key)
         if ev.lsn is None:
-            self.reject_txn(
+            self.reject_restarted(
                 key,
-                RESTARTED,
                 rec,
+                ev,
                 f"Debezium restarted inside transaction {key}, and its event at "
                 f"{rec.topic}:{rec.partition}:{rec.offset} has no LSN in its transaction id, so "
-                "the transaction cannot be rebuilt; all its events go to the dead-letter table "
-                "(apply them from there, or re-snapshot the tables)",
+                "the transaction cannot be rebuilt",
             )
-            self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
             return
         row = [*self.row_of(rec, ev), [ev.order]]
         seen_at = rows.get(str(ev.lsn))
@@ -786,21 +786,23 @@ class _Run:
                 seen_at[11].append(ev.order)  # the same change under the other write's number
             return
         if seen_at is not None:
-            self.reject_txn(
+            self.reject_restarted(
                 key,
-                RESTARTED,
                 rec,
+                ev,
                 f"Debezium restarted inside transaction {key}, and its change at "
                 f"{rec.topic}:{rec.partition}:{rec.offset} shares LSN {ev.lsn} with another "
                 f"(at {seen_at[0]}:{seen_at[1]}:{seen_at[2]}; rows of a multi-row insert such "
-                "as COPY), so its changes cannot be told apart and it cannot be rebuilt; all "
-                "its events go to the dead-letter table (apply them from there, or re-snapshot "
-                "the tables)",
+                "as COPY), so its changes cannot be told apart and it cannot be rebuilt",
             )
-            self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
             return
         rows[str(ev.lsn)] = row
         self.check_added(key, rows, rec, ev)
+
+    def reject_restarted(self, key: str, rec: SourceRecord, ev: _Decoded, detail: str) -> None:
+        """Reject a transaction Debezium resumed inside that cannot be rebuilt, this event too."""
+        self.reject_txn(key, RESTARTED, rec, detail + _DEAD_LETTERED)
+        self.reject_follow_up(key, self.st["rejected"][key], rec, ev)
 
     def check_added(self, key: str, rows: dict[str, _Row], rec: SourceRecord, ev: _Decoded) -> None:
         """Reject a transaction at once for its new event's problem or its size."""
@@ -903,6 +905,7 @@ class _Run:
             bad = bad or head.get("bad")
             ends.popleft()
             self.queued.discard(key)
+            rebuilt = self.by_lsn(key)
             self.st["pending"].pop(key, None)
             if head["lsn"] is not None:
                 self.st["wm"] = max(self.st["wm"], head["lsn"])
@@ -913,7 +916,7 @@ class _Run:
                     )
                 self.reject_rows(key, ordered, head, f"{bad[0]}: {bad[1]}")
                 continue
-            if self.by_lsn_rows(ordered):
+            if rebuilt:
                 # Later copies from the first write are dropped by LSN, as re-sends are.
                 self.st["rebuilt"][key] = [ordered[0][10], ordered[-1][10], self.now]
             self.emit_rows(
@@ -952,8 +955,7 @@ class _Run:
                 f"Debezium restarted inside transaction {head['id']!r} (END at "
                 f"{head['topic']}:{head['partition']}:{head['offset']}): one change was read "
                 "under two numbers, and rows of a multi-row insert such as COPY share an LSN, "
-                "so it cannot be rebuilt; all its events go to the dead-letter table (apply "
-                "them from there, or re-snapshot the tables)",
+                "so it cannot be rebuilt" + _DEAD_LETTERED,
             ]
         begins = head.get("begins", 1)
         if begins > 1 and not over and begins > self.firsts(key):
@@ -970,10 +972,6 @@ class _Run:
                 f"event_count={head['count']} {want}, received {len(rows)} {counts}",
             ]
         return ordered, None
-
-    @staticmethod
-    def by_lsn_rows(rows: list[_Row]) -> bool:
-        return bool(rows) and len(rows[0]) > 11
 
     def rebuild(
         self, head: dict[str, Any], rows: dict[str, _Row]
@@ -1001,8 +999,7 @@ class _Run:
             return ordered, [
                 RESTARTED,
                 f"Debezium restarted inside {where} more than once ({begins} BEGINs, first "
-                f"events at LSNs {starts}); only one restart can be rebuilt, so all its events "
-                "go to the dead-letter table (apply them from there, or re-snapshot the tables)",
+                f"events at LSNs {starts}); only one restart can be rebuilt" + _DEAD_LETTERED,
             ]
         want = {c: n for c, n in head["counts"].items() if n}
         if begins < 2:
@@ -1038,8 +1035,7 @@ class _Run:
                 f"{len(lsns)} changes read, the second write from LSN "
                 f"{starts[1] if len(starts) > 1 else '?'} on, numbered "
                 f"{[rows[k][11] for k in lsns[:8]]}..., {len(counted)} counted {counts}, the "
-                f"END counts {head['count']} {want}; all its events go to the dead-letter "
-                "table (apply them from there, or re-snapshot the tables)",
+                f"END counts {head['count']} {want}" + _DEAD_LETTERED,
             ]
         return ordered, None
 
@@ -1250,8 +1246,7 @@ class _Run:
                     f"{self.now - head['at']} ms (txn-timeout is "
                     f"{limit} ms) no change was read in both of its writes, so nothing tells "
                     "whether the first write's last changes have all been read: it cannot be "
-                    f"rebuilt ({len(pending)} changes read); all its events go to the "
-                    "dead-letter table (apply them from there, or re-snapshot the tables)"
+                    f"rebuilt ({len(pending)} changes read)" + _DEAD_LETTERED
                 )
             else:
                 v, missing = Violation.TXN_TIMEOUT.value, head["count"] - len(pending)

@@ -9,7 +9,7 @@ MVN ?= mvn
 JVM_STAMP := jvm/lib/.resolved-stamp
 JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 
-.PHONY: setup test test-unit test-integration test-e2e lint demo demo-debezium chaos soak bench test-real clean
+.PHONY: setup test test-unit test-integration test-e2e lint demo demo-debezium chaos soak bench bench-peer peer test-real clean
 
 # The native fast paths (native/, Rust, built by maturin through pip): common/native.py.
 NATIVE_STAMP := $(VENV)/.native-stamp
@@ -36,14 +36,14 @@ $(JVM_STAMP): $(JVM_POMS)
 	touch $(JVM_STAMP)
 
 # The whole suite, then the bounded chaos schedule (every fault kind, a few minutes).
-test: setup
+test: setup peer
 	$(PY) -m pytest tests
 	$(MAKE) --no-print-directory chaos
 
 test-unit: setup
 	$(PY) -m pytest tests/unit
 
-test-integration: setup
+test-integration: setup peer
 	$(PY) -m pytest tests/integration
 
 test-e2e: setup
@@ -64,15 +64,27 @@ soak: setup
 		--orders 40 --partitions 2 --rate 15 --max-offsets-per-trigger 200 --parallel 2 --workdir var/soak --json var/soak/results.json
 
 # Benchmarks: numbers and ratios, never a gate (not part of `make test`).
-bench: setup
+bench: setup peer
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.run --out results/bench
 
-# The seed's own system (Flink + flink-connector-starrocks, multi-table transaction mode) as a
-# peer, docs/peer.md. Needs the connector 1.2.15_flink-1.20 in a reachable Maven repository.
+# The seed's own system (Flink + flink-connector-starrocks) as a peer, docs/peer.md: the
+# per-table flavour (the released connector 1.2.10) by default; PEER_FLAVOURS="per-table
+# multi-table" adds the seed's multi-table transaction mode (1.2.15, not on Maven Central).
+# The per-table build is stamped: `make test` runs it against the emulator and `make bench`
+# side by side with ours.
 PEER_DIR := benchmarks/peers/flink-starrocks
-peer:
-	MVN="$(MVN)" $(PEER_DIR)/build.sh
+PEER_FLAVOURS ?= per-table
+PEER_STAMP := $(PEER_DIR)/target/per-table/.built-stamp
+PEER_SRC := $(PEER_DIR)/pom.xml $(PEER_DIR)/build.sh $(shell find $(PEER_DIR)/src -type f 2>/dev/null)
+peer: $(PEER_STAMP)
+ifneq ($(strip $(PEER_FLAVOURS)),per-table)
+	MVN="$(MVN)" $(PEER_DIR)/build.sh $(filter-out per-table,$(PEER_FLAVOURS))
+endif
+
+$(PEER_STAMP): $(PEER_SRC)
+	MVN="$(MVN)" $(PEER_DIR)/build.sh per-table
+	touch $(PEER_STAMP)
 
 # The peer and our pipeline side by side on one topic (numbers only, never a gate).
 bench-peer: setup peer

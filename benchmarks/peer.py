@@ -1,13 +1,17 @@
-"""The seed's own system (Flink + flink-connector-starrocks, multi-table mode) next to ours.
+"""The seed's own system (Flink + flink-connector-starrocks) next to ours.
 
 ``make bench-peer`` = ``python -m benchmarks.peer``. One broker, one StarRocks emulator, the
-orders demo workload (``demo``), the demo verifier. Modes (``--modes``, in order):
+orders demo workload (``demo``), the demo verifier. ``--flavour`` picks the peer's build
+(``make peer``): ``per-table`` (the released connector 1.2.10, each table loaded on its own) or
+``multi-table`` (1.2.15's multi-table transaction mode, the seed's; not on Maven Central).
+Modes (``--modes``, in order):
 
 - ``check``: the protocol check. The peer reads a pre-filled topic until the tables equal the
   ground truth; the verifier's verdict is printed (exit status 1 when it fails).
 - ``throughput``: one pre-filled topic, read from the start by each system in turn (fresh
-  tables each time): rows/s and MB/s from the first visible row to the last, rows per
-  CPU-second of the system's process tree (start-up included), peak RSS.
+  tables each time), ``--rounds`` times with the order alternating: rows/s and MB/s after
+  start-up and from the first visible row to the last, rows per CPU-second of the system's
+  process tree (start-up included), peak RSS, and ours over the peer's round by round.
 - ``latency``: each system in turn while the same workload (same seed) is produced at a steady
   ``--rate`` into a fresh topic: visibility latency p50/p95/p99 after warm-up.
 - ``kill``: each system in turn, the workload produced at ``--rate``; ``--kill-after`` seconds
@@ -49,6 +53,8 @@ from devstack.stack import LOCAL_CONFIG, LatencySampler, LocalStack
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PEER_DIR = REPO_ROOT / "benchmarks" / "peers" / "flink-starrocks"
 SYSTEMS = ("peer", "ours")
+# The peer's builds (benchmarks/peers/flink-starrocks/build.sh).
+FLAVOURS = ("per-table", "multi-table")
 
 
 class Job(Protocol):
@@ -71,6 +77,7 @@ class PeerProcess:
     args: list[str]
     log_path: Path
     parallelism: int = 2
+    flavour: str = "per-table"
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> PeerProcess:
@@ -82,6 +89,7 @@ class PeerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=os.environ | {"PEER_FLAVOUR": self.flavour},
         )
         log.close()
         return self
@@ -153,6 +161,7 @@ class Harness:
     workdir: Path
     parallelism: int
     checkpoint_ms: int
+    flavour: str = "per-table"
     jobs: list[Job] = field(default_factory=list)
 
     def start(self, system: str, topic: str, name: str, restore: bool = False) -> Job:
@@ -189,7 +198,7 @@ class Harness:
                 if chk is not None:
                     args += ["--restore", str(chk)]
                     print(f"    peer restores from {chk}", flush=True)
-            job: Job = PeerProcess(args, state / "peer.log", self.parallelism).start()
+            job: Job = PeerProcess(args, state / "peer.log", self.parallelism, self.flavour).start()
         else:
             overrides = self.stack.pipeline_overrides(topic, state / "checkpoint", name)
             job = OurJob(PipelineProcess(LOCAL_CONFIG, overrides, state / "pipeline.log").start())
@@ -314,7 +323,11 @@ class VersionWatch:
 
 
 # A log line each system writes once it is ready to consume (start-up done).
-READY_MARKERS = {"peer": "Eagerly opened shared transaction", "ours": "query started"}
+READY_MARKERS = {
+    "per-table": "Open sink function v2",
+    "multi-table": "Eagerly opened shared transaction",
+    "ours": "query started",
+}
 
 
 @dataclass
@@ -364,46 +377,99 @@ def mode_check(h: Harness, args: argparse.Namespace) -> dict[str, Any]:
     return {"passed": verdict.passed and done is not None, "verdict": verdict.to_dict()}
 
 
-def mode_throughput(h: Harness, args: argparse.Namespace) -> dict[str, Any]:
-    """Each system over one pre-filled topic."""
-    topic = "cdc.fill"
+@dataclass
+class Backlog:
+    """A pre-filled topic both systems read from the start."""
+
+    topic: str
+    gen: GenerationResult
+    rows: int
+    size: int
+
+
+def fill(h: Harness, args: argparse.Namespace, topic: str = "cdc.fill") -> Backlog:
+    """The workload produced, as fast as it goes, into a fresh ``topic``."""
     create_topic(h.stack.bootstrap, topic, args.partitions)
     gen = h.produce(topic, args, None)
     rows = gen.counts.events - 2 * gen.transactions
-    size = topic_bytes(h.stack.bootstrap, topic, args.partitions)
-    out: dict[str, Any] = {"rows": rows, "transactions": gen.transactions, "topic_bytes": size}
-    for system in args.systems:
-        h.reset_tables()
-        t0 = time.monotonic()
-        job = h.start(system, topic, f"{system}-fill")
-        rss = RssSampler([job.pid])
-        rss.start()
-        seen = VersionWatch(h.stack.connect).start()
-        ready = ReadyMarker(h.workdir.resolve() / f"{system}-fill", READY_MARKERS[system]).start()
-        done = wait_equal(h, gen.truth, job, args.timeout)
-        ready.stop()
-        cpu = tree_cpu_seconds(job.pid)
-        seen.stop()
-        job.stop()
-        memory = rss.stop()
-        first = seen.first_visible
-        res: dict[str, Any] = {"caught_up": done is not None, "memory": memory, "cpu_s": cpu}
-        if done is not None and first is not None:
-            span = max(done - first, 1e-3)
-            res |= {
-                "span_s": span,
-                "wall_s": done - t0,
-                "rows_per_s": rows / span,
-                "mb_per_s": size / 1e6 / span,
-                "rows_per_cpu_s": rows / cpu if cpu else 0.0,
-            }
-            if ready.at is not None:
-                res["ready_s"] = ready.at - t0
-                res["rows_per_s_after_ready"] = rows / max(done - ready.at, 1e-3)
-                res["mb_per_s_after_ready"] = size / 1e6 / max(done - ready.at, 1e-3)
-        out[system] = res
-        print(f"    throughput {system}: {json.dumps(res)}", flush=True)
+    return Backlog(topic, gen, rows, topic_bytes(h.stack.bootstrap, topic, args.partitions))
+
+
+def read_backlog(
+    h: Harness, backlog: Backlog, system: str, name: str, timeout: float
+) -> dict[str, Any]:
+    """One system over the backlog, on fresh tables; its rates, CPU and peak RSS."""
+    h.reset_tables()
+    t0 = time.monotonic()
+    job = h.start(system, backlog.topic, name)
+    rss = RssSampler([job.pid])
+    rss.start()
+    seen = VersionWatch(h.stack.connect).start()
+    marker = READY_MARKERS[h.flavour if system == "peer" else system]
+    ready = ReadyMarker(h.workdir.resolve() / name, marker).start()
+    done = wait_equal(h, backlog.gen.truth, job, timeout)
+    ready.stop()
+    cpu = tree_cpu_seconds(job.pid)
+    seen.stop()
+    job.stop()
+    memory = rss.stop()
+    first = seen.first_visible
+    res: dict[str, Any] = {"caught_up": done is not None, "memory": memory, "cpu_s": cpu}
+    if done is not None and first is not None:
+        rows, mb = backlog.rows, backlog.size / 1e6
+        span = max(done - first, 1e-3)
+        res |= {
+            "span_s": span,
+            "wall_s": done - t0,
+            "rows_per_s": rows / span,
+            "mb_per_s": mb / span,
+            "rows_per_cpu_s": rows / cpu if cpu else 0.0,
+        }
+        if ready.at is not None:
+            res["ready_s"] = ready.at - t0
+            res["rows_per_s_after_ready"] = rows / max(done - ready.at, 1e-3)
+            res["mb_per_s_after_ready"] = mb / max(done - ready.at, 1e-3)
+    return res
+
+
+def mode_throughput(h: Harness, args: argparse.Namespace) -> dict[str, Any]:
+    """Each system over one pre-filled topic, ``--rounds`` times, the order alternating."""
+    backlog = fill(h, args)
+    out: dict[str, Any] = {
+        "rows": backlog.rows,
+        "transactions": backlog.gen.transactions,
+        "topic_bytes": backlog.size,
+        "flavour": h.flavour,
+        "rounds": [],
+    }
+    for r in range(args.rounds):
+        order = args.systems if r % 2 == 0 else list(reversed(args.systems))
+        one: dict[str, Any] = {"order": order}
+        for system in order:
+            one[system] = read_backlog(h, backlog, system, f"{system}-fill-{r}", args.timeout)
+            print(f"    throughput {system}, round {r + 1}: {json.dumps(one[system])}", flush=True)
+        out["rounds"].append(one)
+    out |= side_by_side(out["rounds"])
     return out
+
+
+#: The rates compared round by round, ours over the peer's.
+RATES = ("rows_per_s_after_ready", "rows_per_s", "rows_per_cpu_s")
+
+
+def side_by_side(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ours over the peer per rate, round by round and the median round's (target 2)."""
+    ratios: dict[str, list[float]] = {}
+    for key in RATES:
+        values = [
+            one["ours"][key] / one["peer"][key]
+            for one in rounds
+            if one.get("ours", {}).get(key) and one.get("peer", {}).get(key)
+        ]
+        if values:
+            ratios[key] = [round(v, 3) for v in values]
+    median = {k: sorted(v)[(len(v) - 1) // 2] for k, v in ratios.items()}
+    return {"ratios_by_round": ratios, "ratios": median}
 
 
 def mode_latency(h: Harness, args: argparse.Namespace) -> dict[str, Any]:
@@ -519,10 +585,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--rate", type=float, default=20.0, help="txn/s for latency and kill")
     p.add_argument("--parallelism", type=int, default=2, help="the peer's Flink parallelism")
+    p.add_argument("--flavour", choices=FLAVOURS, default="per-table", help="the peer's build")
     p.add_argument("--checkpoint-ms", type=int, default=10_000, help="the peer's checkpoints")
     p.add_argument("--warmup", type=float, default=25.0, help="s between start and production")
     p.add_argument("--kill-after", type=float, default=15.0)
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument(
+        "--rounds", type=int, default=1, help="throughput: runs of each system, order alternating"
+    )
     args = p.parse_args(argv)
     args.systems = [s for s in args.systems.split(",") if s]
     args.modes = [m for m in args.modes.split(",") if m]
@@ -542,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stack = LocalStack(args.workdir / "stack")
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     status = 0
-    harness = Harness(stack, args.workdir, args.parallelism, args.checkpoint_ms)
+    harness = Harness(stack, args.workdir, args.parallelism, args.checkpoint_ms, args.flavour)
     try:
         stack.start()
         for mode in args.modes:

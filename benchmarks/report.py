@@ -561,6 +561,10 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
             top = s["self_by_category"][0] if s["self_by_category"] else None
             if top:
                 summary.append(f"profile ({role}): top self-time category {top[0]} {top[1]:.0%}")
+    peer = res.get("peer")
+    if peer:
+        md += _peer_section(peer)
+        summary.append(_peer_summary(peer))
     (out / "report.md").write_text("\n".join(md) + "\n")
     return "\n".join(summary)
 
@@ -614,6 +618,72 @@ def _flat_section(flat: dict[str, Any]) -> list[str]:
             f"{_ratios(above)})."
         )
     return [*md, "", line, ""]
+
+
+#: The peer part's rows: (label, key in each system's run, format).
+PEER_ROWS = (
+    ("start-up (process start -> ready), s", "ready_s", ".1f"),
+    ("process start -> everything visible, s", "wall_s", ".1f"),
+    ("rows/s after start-up", "rows_per_s_after_ready", ",.0f"),
+    ("rows/s, first visible row -> last", "rows_per_s", ",.0f"),
+    ("rows per CPU-second of its own processes", "rows_per_cpu_s", ",.0f"),
+)
+
+
+def _peer_section(peer: dict[str, Any]) -> list[str]:
+    """Target 2: the Flink peer and ours over one backlog, round by round."""
+    rounds = peer.get("rounds", [])
+    md = [
+        "## 6. Side by side with the Flink + StarRocks-connector peer (target 2)",
+        "",
+        f"The orders demo workload, {peer['rows']:,} row changes in "
+        f"{peer['transactions']:,} transactions ({peer['topic_bytes'] / 1e6:.0f} MB of events), "
+        f"read from the start of one topic by each system in turn, fresh tables each time: the "
+        f"peer (`make peer`, flavour `{peer['flavour']}`) and ours (`spark-submit.sh`, "
+        "`conf/local.yaml`). Neither counts the broker nor the stand-in's CPU.",
+        "",
+        "| | "
+        + " | ".join(
+            f"{sys}, round {i + 1}" for i, one in enumerate(rounds) for sys in one["order"]
+        )
+        + " |",
+        "| --- |" + " ---: |" * sum(len(one["order"]) for one in rounds),
+    ]
+    for label, key, fmt in PEER_ROWS:
+        cells = [_f(one[sys].get(key), fmt) for one in rounds for sys in one["order"]]
+        md.append(f"| {label} | " + " | ".join(cells) + " |")
+    rss = [_f(_total_rss(one[sys].get("memory", {}))) for one in rounds for sys in one["order"]]
+    md.append("| peak RSS of its processes, MB | " + " | ".join(rss) + " |")
+    ratios = peer.get("ratios", {})
+    by_round = peer.get("ratios_by_round", {})
+    md += [
+        "",
+        "Ours over the peer (median round; by round): "
+        + "; ".join(
+            f"{label} **{ratios[key]:.2f}** ({', '.join(f'{x:.2f}' for x in by_round[key])})"
+            for label, key, _ in PEER_ROWS
+            if key in ratios
+        )
+        + ". Target 2 (an aim): >= 1.0.",
+        "",
+    ]
+    return md
+
+
+def _total_rss(memory: dict[str, float]) -> float | None:
+    """MB of every process role's peak RSS (``benchmarks.procstat.RssSampler``), summed."""
+    roles = [v for k, v in memory.items() if k.endswith("_mb") and not k.endswith("-max_mb")]
+    return sum(roles) if roles else None
+
+
+def _peer_summary(peer: dict[str, Any]) -> str:
+    ratios = peer.get("ratios", {})
+    return (
+        f"peer (target 2, aim >= 1.0; connector {peer['flavour']}): ours / peer rows/s after "
+        f"start-up {_f(ratios.get('rows_per_s_after_ready'), '.2f')}, first visible row to last "
+        f"{_f(ratios.get('rows_per_s'), '.2f')}, per CPU-second "
+        f"{_f(ratios.get('rows_per_cpu_s'), '.2f')}"
+    )
 
 
 def _rounds(costs: list[float]) -> str:

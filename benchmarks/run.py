@@ -75,6 +75,8 @@ class Sizes:
     flat_batches: int  # micro-batches per query of that pair
     flat_skip: int  # its first batches, left out (a query's first seconds cost more)
     idle_s: float  # seconds of the idle window
+    peer_orders: int  # the demo workload both systems read in the peer part (target 2)
+    peer_rounds: int  # runs of each system over it, the order alternating
 
 
 FULL = Sizes(
@@ -108,6 +110,10 @@ FULL = Sizes(
     flat_batches=45,
     flat_skip=10,
     idle_s=60,
+    # 50,000 orders: 372,741 row changes, 109 MB of events; each system takes 15-30 s over
+    # them, start-up included (docs/benchmarks.md, "Side by side with the seed's own system").
+    peer_orders=50_000,
+    peer_rounds=2,
 )
 QUICK = Sizes(
     main_rows=4_000,
@@ -128,6 +134,8 @@ QUICK = Sizes(
     flat_batches=6,
     flat_skip=2,
     idle_s=10,
+    peer_orders=1_000,
+    peer_rounds=1,
 )
 PARTS = (
     "ceilings",
@@ -139,6 +147,7 @@ PARTS = (
     "catchup",
     "steady",
     "idle",
+    "peer",
     "profile",
 )
 #: The steady target-6 pair: its shapes' partitions and records per micro-batch (the sweep's).
@@ -184,6 +193,7 @@ STEP_WEIGHTS = {
     "catchup": 60.0,
     "steady": 450.0,
     "idle": 90.0,
+    "peer": 150.0,
 }
 
 
@@ -794,6 +804,38 @@ class Bench:
             f"{res['starrocks_transactions_begun']} StarRocks transactions"
         )
 
+    def peer(self) -> None:
+        """Target 2: the Flink + StarRocks-connector peer and ``spark-submit.sh`` over one backlog.
+
+        ``benchmarks.peer``'s throughput mode on this stack: the orders demo workload, each
+        system in turn from the start of the topic, ``peer_rounds`` times, the order alternating.
+        The peer is the released connector's build (``make peer``: per-table loads).
+        """
+        from benchmarks import peer as side
+
+        self.stop_spark()
+        self.step(f"peer ({SOURCE})")
+        s = self.sizes
+        args = side.parse_args(
+            ["--orders", str(s.peer_orders), "--rounds", str(s.peer_rounds), "--timeout", "900"]
+        )
+        harness = side.Harness(
+            self.stack, self.out / "work" / "peer", args.parallelism, args.checkpoint_ms
+        )
+        try:
+            res = side.mode_throughput(harness, args)
+        finally:
+            harness.kill_leftovers()
+        self.results["peer"] = res
+        ratios = res["ratios"]
+        log(
+            f"  {res['rows']:,} rows, connector {res['flavour']}: ours / peer rows/s after "
+            f"start-up {ratios.get('rows_per_s_after_ready', 0):.2f} (by round "
+            f"{res['ratios_by_round'].get('rows_per_s_after_ready')}), first visible row to "
+            f"last {ratios.get('rows_per_s', 0):.2f}, per CPU-second "
+            f"{ratios.get('rows_per_cpu_s', 0):.2f}"
+        )
+
 
 def median_round(done: list[dict[str, Any]], by: str = "rows_per_s") -> dict[str, Any]:
     """The run of median ``by`` (the lower one of an even count), with every round's value."""
@@ -1064,6 +1106,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
             ),
             ("idle", bench.idle),
+            ("peer", bench.peer),
         ]
         errors: dict[str, str] = {}
         bench.results["errors"] = errors

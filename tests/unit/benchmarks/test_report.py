@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.peer import side_by_side
 from benchmarks.report import write_report
 from benchmarks.run import (
     ceiling_ratios,
@@ -59,8 +60,9 @@ def test_plan_names_the_source_and_drops_skipped_parts() -> None:
         "emulator ingest",
     ]
     assert "pipeline (kafka)" in labels
-    assert labels[-3:] == ["assembler", "catchup (kafka)", "idle (kafka)"]
+    assert labels[-4:] == ["assembler", "catchup (kafka)", "idle (kafka)", "peer (kafka)"]
     assert "idle (kafka)" not in [label for label, _ in plan_steps({"idle"})]
+    assert "peer (kafka)" not in [label for label, _ in plan_steps({"peer"})]
     everything = [label for label, _ in plan_steps(set())]
     assert everything.index("sweeps (kafka)") + 1 == everything.index("flat (kafka)")
 
@@ -309,3 +311,59 @@ def test_a_part_that_failed_is_named_in_the_report_and_the_summary(tmp_path: Pat
     assert "## Parts that failed" in text
     assert "- **sweeps**: RuntimeError: bare: query ended early: OutOfMemoryError (the" in text
     assert "FAILED sweeps: RuntimeError: bare: query ended early: OutOfMemoryError" in summary
+
+
+def peer_run(ready_rate: float, rate: float, per_cpu: float) -> dict[str, Any]:
+    return {
+        "ready_s": 4.0,
+        "wall_s": 20.0,
+        "rows_per_s_after_ready": ready_rate,
+        "rows_per_s": rate,
+        "rows_per_cpu_s": per_cpu,
+        "memory": {"jvm_mb": 800.0, "python-worker_mb": 500.0, "python-worker-max_mb": 250.0},
+    }
+
+
+def test_the_peer_part_gives_ours_over_the_peer_by_the_median_round(tmp_path: Path) -> None:
+    rounds = [
+        {"order": ["peer", "ours"], "peer": peer_run(30_000, 40_000, 24_000),
+         "ours": peer_run(18_000, 30_000, 12_000)},
+        {"order": ["ours", "peer"], "peer": peer_run(30_000, 40_000, 24_000),
+         "ours": peer_run(21_000, 34_000, 13_200)},
+        {"order": ["peer", "ours"], "peer": peer_run(20_000, 40_000, 24_000),
+         "ours": peer_run(30_000, 38_000, 14_400)},
+    ]  # fmt: skip
+    peer = {
+        "rows": 372_741,
+        "transactions": 83_390,
+        "topic_bytes": 108_716_781,
+        "flavour": "per-table",
+        "rounds": rounds,
+        **side_by_side(rounds),
+    }
+    assert peer["ratios_by_round"]["rows_per_s_after_ready"] == [0.6, 0.7, 1.5]
+    assert peer["ratios"] == {
+        "rows_per_s_after_ready": 0.7,
+        "rows_per_s": 0.85,
+        "rows_per_cpu_s": 0.55,
+    }
+    summary = write_report({"peer": peer}, tmp_path)
+    assert (
+        "peer (target 2, aim >= 1.0; connector per-table): ours / peer rows/s after start-up "
+        "0.70, first visible row to last 0.85, per CPU-second 0.55" in summary
+    )
+    report = (tmp_path / "report.md").read_text()
+    assert "| | peer, round 1 | ours, round 1 | ours, round 2 | peer, round 2 |" in report
+    assert "| rows/s after start-up | 30,000 | 18,000 | 21,000 | 30,000 |" in report
+    assert "rows/s after start-up **0.70** (0.60, 0.70, 1.50)" in report
+    assert "| peak RSS of its processes, MB | 1,300 | 1,300 | 1,300 | 1,300 |" in report
+
+
+def test_a_round_a_system_did_not_finish_has_no_ratio() -> None:
+    rounds = [
+        {"order": ["peer", "ours"], "peer": peer_run(30_000, 40_000, 24_000),
+         "ours": {"caught_up": False}},
+        {"order": ["ours", "peer"], "peer": peer_run(30_000, 40_000, 24_000),
+         "ours": peer_run(15_000, 20_000, 12_000)},
+    ]  # fmt: skip
+    assert side_by_side(rounds)["ratios_by_round"]["rows_per_s_after_ready"] == [0.5]

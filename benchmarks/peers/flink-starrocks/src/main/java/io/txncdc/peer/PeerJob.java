@@ -1,8 +1,5 @@
 package io.txncdc.peer;
 
-import com.starrocks.connector.flink.table.data.DefaultStarRocksRowData;
-import com.starrocks.connector.flink.table.sink.SinkFunctionFactory;
-import com.starrocks.connector.flink.table.sink.StarRocksSinkOptions;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.utils.ParameterTool;
@@ -16,7 +13,8 @@ import org.apache.kafka.clients.consumer.OffsetResetStrategy;
 /**
  * The seed's WriteMultipleTablesWithTransaction on our topic, as a local mini-cluster:
  * Kafka -> keyBy(partition) -> TransactionAssembler -> keyBy(sourcePartition) -> the StarRocks
- * sink (V2, multi-table transaction mode, at-least-once). Options are the seed's.
+ * sink of the flavour built (PeerSink: multi-table transaction mode with connector 1.2.15, or
+ * per-table loads with the released 1.2.10). Options are the seed's.
  *
  * Arguments (--name value): bootstrap, topic, group, load-url, jdbc-url, user, password,
  * parallelism (2), checkpoint-dir, checkpoint-interval-ms (10000), restore (a chk-N dir),
@@ -31,7 +29,8 @@ public final class PeerJob {
 
         Configuration conf = new Configuration();
         conf.setString("state.backend.type", "hashmap");
-        conf.setString("execution.checkpointing.dir",
+        // The key Flink 1.19 knows (1.20 reads it too, as execution.checkpointing.dir).
+        conf.setString("state.checkpoints.dir",
                 new java.io.File(p.getRequired("checkpoint-dir")).toURI().toString());
         conf.setString("execution.checkpointing.externalized-checkpoint-retention",
                 "RETAIN_ON_CANCELLATION");
@@ -54,30 +53,12 @@ public final class PeerJob {
         DataStream<TxnEvent> events =
                 env.fromSource(source, WatermarkStrategy.noWatermarks(), "kafka-cdc");
 
-        DataStream<DefaultStarRocksRowData> rows = events
+        DataStream<AssembledRow> rows = events
                 .keyBy(e -> e.partition, Types.INT)
                 .process(new TransactionAssembler())
                 .name("transaction-assembler");
 
-        StarRocksSinkOptions options = StarRocksSinkOptions.builder()
-                .withProperty("jdbc-url", p.getRequired("jdbc-url"))
-                .withProperty("load-url", p.getRequired("load-url"))
-                .withProperty("database-name", "*")
-                .withProperty("table-name", "*")
-                .withProperty("username", p.get("user", "root"))
-                .withProperty("password", p.get("password", ""))
-                .withProperty("sink.label-prefix", p.get("label-prefix", "peer"))
-                .withProperty("sink.version", "V2")
-                .withProperty("sink.semantic", "at-least-once")
-                .withProperty("sink.transaction.multi-table.enabled", "true")
-                .withProperty("sink.buffer-flush.interval-ms", p.get("flush-interval-ms", "1000"))
-                .withProperty("sink.properties.format", "json")
-                .withProperty("sink.properties.strip_outer_array", "true")
-                .build();
-
-        rows.keyBy(r -> r.getSourcePartition(), Types.INT)
-                .addSink(SinkFunctionFactory.createSinkFunction(options))
-                .name("starrocks-multi-table-sink");
+        PeerSink.attach(rows, p);
 
         env.execute("flink-starrocks-peer");
     }

@@ -1,6 +1,5 @@
 package io.txncdc.peer;
 
-import com.starrocks.connector.flink.table.data.DefaultStarRocksRowData;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.flink.api.common.state.ListState;
@@ -14,9 +13,10 @@ import org.apache.flink.util.Collector;
  * The seed's TransactionAssembler, unchanged in behaviour: keyed by source partition, buffers
  * DATA events, and on TXN_END emits the transaction's rows in one processElement() call, every
  * row with sourcePartition and the last one with transactionEnd=true. TXN_BEGIN clears.
+ * (It emits AssembledRow, so that one assembler serves both connector releases.)
  */
 public class TransactionAssembler
-        extends KeyedProcessFunction<Integer, TxnEvent, DefaultStarRocksRowData> {
+        extends KeyedProcessFunction<Integer, TxnEvent, AssembledRow> {
     private static final long serialVersionUID = 1L;
     private transient ListState<TxnEvent> pendingRows;
 
@@ -27,7 +27,7 @@ public class TransactionAssembler
     }
 
     @Override
-    public void processElement(TxnEvent event, Context ctx, Collector<DefaultStarRocksRowData> out)
+    public void processElement(TxnEvent event, Context ctx, Collector<AssembledRow> out)
             throws Exception {
         switch (event.type) {
             case "TXN_BEGIN":
@@ -44,12 +44,12 @@ public class TransactionAssembler
                 int partition = ctx.getCurrentKey();
                 for (int i = 0; i < rows.size(); i++) {
                     TxnEvent row = rows.get(i);
-                    DefaultStarRocksRowData data =
-                            new DefaultStarRocksRowData(null, row.database, row.table, row.json);
-                    data.setSourcePartition(partition);
-                    if (i == rows.size() - 1) {
-                        data.setTransactionEnd(true);
-                    }
+                    AssembledRow data = new AssembledRow();
+                    data.database = row.database;
+                    data.table = row.table;
+                    data.json = row.json;
+                    data.sourcePartition = partition;
+                    data.transactionEnd = i == rows.size() - 1;
                     out.collect(data);
                 }
                 pendingRows.clear();

@@ -102,6 +102,7 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     from app.preflight import check_kafka
     from app.progress import ProgressReporter
     from app.session import build_session
+    from app.warmup import warm_python_workers
     from sinks.starrocks.sink import StarRocksSink
 
     # Kafka and StarRocks first: a wrong address fails in seconds, before Spark starts.
@@ -121,6 +122,7 @@ def run(config: AppConfig, *, instrument: Instrument | None = None) -> int:
     )
     sink.open()
     spark = build_session(config)
+    warm_python_workers(spark)
     try:
         return _run_query(spark, config, sink, reporter)
     finally:

@@ -142,6 +142,8 @@ def test_json_rows_as_objects_across_partitions_with_spanning_batches_and_a_cras
     # The restarted run went on from the checkpoint, under the same query id.
     log = (tmp_path / "pipeline.log").read_text()
     assert log.count("query started") == 2
+    # Each start warmed one Python worker per core beside its planning (app/warmup.py).
+    assert log.count("python workers warm workers=2 ") == 2, log[-3000:]
 
 
 def test_maxwell_stream_exactly_once_through_a_crash_restart(

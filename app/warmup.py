@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 
 #: What the stateful tasks import first; the warm-up imports it too.
 TASK_MODULE = "app.assembly"
-DESCRIPTION = "spark.job.description"
 
 
 def warm_python_workers(spark: SparkSession) -> threading.Thread | None:
@@ -41,20 +40,16 @@ def warm_python_workers(spark: SparkSession) -> threading.Thread | None:
 
 def warm(spark: SparkSession) -> list[int]:
     """One Python task per core that imports what the query's tasks import; the workers' pids."""
-    sc = spark.sparkContext
-    tasks = sc.defaultParallelism
-    described = sc.getLocalProperty(DESCRIPTION)
-    sc.setLocalProperty(DESCRIPTION, "warm Python workers (app/warmup.py)")
-    try:
-        rows = spark.range(tasks, numPartitions=tasks).mapInPandas(_import, "pid long").collect()
-    finally:
-        sc.setLocalProperty(DESCRIPTION, described)  # type: ignore[arg-type]  # None unsets
+    tasks = spark.sparkContext.defaultParallelism
+    rows = spark.range(tasks, numPartitions=tasks).mapInPandas(_import, "pid long").collect()
     return sorted({row.pid for row in rows})
 
 
 def _warm_quietly(spark: SparkSession) -> None:
     started = time.monotonic()
     try:
+        # Local to this thread: PySpark pins each Python thread to a JVM thread of its own.
+        spark.sparkContext.setJobDescription("warm Python workers (app/warmup.py)")
         pids = warm(spark)
     except Exception as error:  # a session stopped meanwhile, or workers that cannot start
         log.info("python workers not warmed, the first batch starts them: %s", error)

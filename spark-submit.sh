@@ -102,7 +102,7 @@ fi
 exec "$SPARK_SUBMIT" \
   --conf "spark.pyspark.python=$worker_python" \
   --conf "spark.pyspark.driver.python=$driver_python" \
-  --driver-java-options "-Xss8m -Dlog4j2.configurationFile=file:$here/conf/log4j2.properties" \
+  --driver-java-options "-Xss8m -XX:+UseParallelGC -Dlog4j2.configurationFile=file:$here/conf/log4j2.properties" \
   --py-files "$zip_path" \
   "${extra[@]}" ${SPARK_ARGS:-} \
   "$here/app/main.py" "$@"

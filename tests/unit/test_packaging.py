@@ -173,3 +173,27 @@ def test_wheel_and_executor_zip_ship_only_the_product() -> None:
     assert not {p for p in shipped if p.split(".")[0] in ("devstack", "demo", "tests")}
     zipped = (ROOT / "spark-submit.sh").read_text()
     assert 'for pkg in ("app", "assembler", "sinks", "common")' in zipped
+
+
+def test_spark_submit_script_gives_the_driver_the_apps_java_options(tmp_path: Path) -> None:
+    # spark-submit starts the driver JVM before app.session runs: the script must pass the
+    # same options (the stack size, the collector) that an in-process start gets.
+    from app.session import DRIVER_JAVA_OPTIONS
+
+    fake = tmp_path / "spark-submit"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    done = subprocess.run(
+        [str(ROOT / "spark-submit.sh"), "--config", "conf/local.yaml"],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT": str(fake)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    args = done.stdout.splitlines()
+    options = args[args.index("--driver-java-options") + 1].split()
+    assert DRIVER_JAVA_OPTIONS.split() == options[: len(DRIVER_JAVA_OPTIONS.split())]
+    assert "-XX:+UseParallelGC" in options

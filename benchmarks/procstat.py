@@ -41,32 +41,78 @@ def tree_cpu_seconds(root: int) -> float:
     return sum(cpu_by_role(root).values())
 
 
-#: Thread names (``/proc/PID/task/TID/comm``, 15 bytes) of HotSpot's JIT compiler threads.
-_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+#: (kind, prefix of a Spark JVM thread's name in ``/proc/PID/task/TID/comm``, which keeps 15
+#: bytes of it), first match wins; any other thread is ``other``.
+JVM_THREAD_KINDS: tuple[tuple[str, str], ...] = (
+    ("tasks", "Executor task"),  # Spark's task threads (local master: in the driver's JVM)
+    ("stream", "stream executio"),  # a query's driver thread: planning, the batch's steps
+    ("jit", "C1 CompilerThre"),
+    ("jit", "C2 CompilerThre"),
+    ("gc", "GC Thread"),
+    ("gc", "VM Thread"),
+    ("gc", "G1 "),
+)
+#: The part of a JVM's CPU no live thread holds: threads that ended in between.
+EXITED = "exited"
 
 
-def jit_cpu_seconds(root: int) -> float:
-    """User+system CPU of the JIT compiler threads of every JVM in ``root``'s live tree.
+def jvm_thread_kind(name: str) -> str:
+    for kind, prefix in JVM_THREAD_KINDS:
+        if name.startswith(prefix):
+            return kind
+    return "other"
 
-    A fresh Spark JVM compiles for minutes after it starts; execution samplers (JFR) do not
-    see these threads, so their share is read here.
+
+def jvm_threads(root: int) -> dict[tuple[int, int], tuple[str, float]]:
+    """``(pid, tid) -> (kind, CPU seconds)`` of every live thread of Spark's JVMs under ``root``.
+
+    Other JVMs (the benchmark's own Kafka broker, :func:`classify`) are left out.
     """
-    total = 0
+    out: dict[tuple[int, int], tuple[str, float]] = {}
     for pid in descendants(root):
+        if classify(pid) != "jvm":
+            continue
         try:
             tasks = list(Path(f"/proc/{pid}/task").iterdir())
         except OSError:
             continue
         for task in tasks:
             try:
-                if (task / "comm").read_text().strip() not in _JIT_THREADS:
-                    continue
+                name = (task / "comm").read_text().strip()
             except OSError:
                 continue
             fields = _stat_fields(task / "stat")
             if fields is not None:
-                total += int(fields[11]) + int(fields[12])
-    return total / _TICK
+                cpu_s = (int(fields[11]) + int(fields[12])) / _TICK
+                out[(pid, int(task.name))] = (jvm_thread_kind(name), cpu_s)
+    return out
+
+
+def jvm_cpu_by_thread(
+    before: dict[tuple[int, int], tuple[str, float]],
+    after: dict[tuple[int, int], tuple[str, float]],
+    jvm_cpu_s: float,
+) -> dict[str, float]:
+    """CPU seconds of Spark's JVM threads between two :func:`jvm_threads` snapshots, by kind.
+
+    A thread started in between counts from zero. ``jvm_cpu_s``, the JVMs' CPU over the same
+    span (:func:`cpu_by_role`), less what the live threads took, is :data:`EXITED`.
+    """
+    out: dict[str, float] = {}
+    for key, (kind, cpu_s) in after.items():
+        spent = cpu_s - before.get(key, (kind, 0.0))[1]
+        out[kind] = out.get(kind, 0.0) + max(0.0, spent)
+    out[EXITED] = max(0.0, jvm_cpu_s - sum(out.values()))
+    return out
+
+
+def jit_cpu_seconds(root: int) -> float:
+    """User+system CPU of the JIT compiler threads of Spark's JVMs in ``root``'s live tree.
+
+    A fresh Spark JVM compiles for minutes after it starts; execution samplers (JFR) do not
+    see these threads, so their share is read here.
+    """
+    return sum(cpu_s for kind, cpu_s in jvm_threads(root).values() if kind == "jit")
 
 
 def rss_bytes(pid: int) -> int:

@@ -712,10 +712,29 @@ def cpu_per_record(run: dict[str, Any]) -> dict[str, float]:
     return {role: cpu_s / records * 1e6 for role, cpu_s in by_role.items()}
 
 
+#: The Spark JVM's threads by kind (``benchmarks.procstat.JVM_THREAD_KINDS``), as reported.
+JVM_THREAD_COLUMNS = (
+    ("tasks", "task threads"),
+    ("stream", "the query's driver thread"),
+    ("jit", "JIT compilers"),
+    ("gc", "collector"),
+    ("other", "other live threads"),
+    ("exited", "threads ended meanwhile"),
+)
+
+
+def jvm_threads_per_record(run: dict[str, Any]) -> dict[str, float]:
+    """A run's Spark-JVM CPU microseconds per Kafka record by thread kind; empty if not measured."""
+    by_thread, records = run.get("jvm_cpu_s_by_thread"), run.get("records")
+    if not by_thread or not records:
+        return {}
+    return {kind: cpu_s / records * 1e6 for kind, cpu_s in by_thread.items()}
+
+
 def _cpu_by_role_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     """CPU microseconds per Kafka record by process, for the Spark queries of section 1."""
     rows = [
-        (key, title, us)
+        (key, title, us, jvm_threads_per_record(runs.get(key) or {}))
         for key, title in CEILING_ORDER
         if (us := cpu_per_record(runs.get(key) or {}))
     ]
@@ -729,22 +748,51 @@ def _cpu_by_role_table(runs: dict[str, dict[str, Any]]) -> list[str]:
         f"| run | {heads} | total |",
         "| --- |" + " ---: |" * (len(CPU_ROLES) + 1),
     ]
-    for _, title, us in rows:
+    for _, title, us, _ in rows:
         cells = " | ".join(_f(us.get(role), ".1f") for role, _ in CPU_ROLES)
         md.append(f"| {title} | {cells} | {_f(sum(us.values()), '.1f')} |")
     md.append("")
-    measured = {key: us for key, _, us in rows}
-    if "pipeline" in measured and "bare_stateful" in measured:
-        p_us, b_us = measured["pipeline"], measured["bare_stateful"]
-        extra = ", ".join(
-            f"{title} {p_us.get(role, 0.0) - b_us.get(role, 0.0):+.1f}" for role, title in CPU_ROLES
-        )
-        budget = sum(b_us.values()) / TARGETS["bare_stateful"]
+    threads = [(title, jvm) for _, title, _, jvm in rows if jvm]
+    if threads:
+        heads = " | ".join(title for _, title in JVM_THREAD_COLUMNS)
         md += [
-            f"The pipeline spends {sum(p_us.values()) - sum(b_us.values()):+.1f} µs per record "
-            f"more than bare ({extra}). With both keeping the cores as busy, pipeline / bare "
-            f">= {TARGETS['bare_stateful']} needs the pipeline at {budget:.1f} µs per record "
-            f"or less; it spent {sum(p_us.values()):.1f}.",
+            "The Spark JVM's part by thread (µs per record, the same runs; /proc per thread, "
+            "read before the query stops): Spark's task threads (on a local master in the "
+            "driver's JVM), the query's stream execution thread on the driver (planning, "
+            "the batch's steps, the sink's calls into the JVM), the JIT compilers (a fresh JVM "
+            "compiles Spark's code for minutes), the collector, the JVM's other threads "
+            "(scheduler, RPC, listeners), and threads that ended during the run:",
+            "",
+            f"| run | {heads} |",
+            "| --- |" + " ---: |" * len(JVM_THREAD_COLUMNS),
+        ]
+        for title, jvm in threads:
+            cells = " | ".join(_f(jvm.get(kind), ".1f") for kind, _ in JVM_THREAD_COLUMNS)
+            md.append(f"| {title} | {cells} |")
+        md.append("")
+    measured = {key: us for key, _, us, _ in rows}
+    jvms = {key: jvm for key, _, _, jvm in rows}
+    for key, name in (("bare_stateful", "bare"), ("passthrough", "the pass-through")):
+        if "pipeline" not in measured or key not in measured:
+            continue
+        p_us, c_us = measured["pipeline"], measured[key]
+        extra = ", ".join(
+            f"{title} {p_us.get(role, 0.0) - c_us.get(role, 0.0):+.1f}" for role, title in CPU_ROLES
+        )
+        p_jvm, c_jvm = jvms.get("pipeline"), jvms.get(key)
+        if p_jvm and c_jvm:
+            parts = ", ".join(
+                f"{title} {p_jvm.get(kind, 0.0) - c_jvm.get(kind, 0.0):+.1f}"
+                for kind, title in JVM_THREAD_COLUMNS
+            )
+            extra += f"; the JVM's by thread: {parts}"
+        target = TARGETS[key]
+        budget = sum(c_us.values()) / target
+        md += [
+            f"The pipeline spends {sum(p_us.values()) - sum(c_us.values()):+.1f} µs per record "
+            f"more than {name} ({extra}). With both keeping the cores as busy, pipeline / "
+            f"{name} >= {target} needs the pipeline at {budget:.1f} µs per record or less; it "
+            f"spent {sum(p_us.values()):.1f}.",
             "",
         ]
     return md

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pandas as pd
 
 from app.source import CONSUMER_DEFAULTS, FORMAT, read_kafka_stream
-from benchmarks.procstat import cpu_by_role, cpu_delta
+from benchmarks.procstat import cpu_by_role, cpu_delta, jvm_cpu_by_thread, jvm_threads
 from benchmarks.workload import DATABASE, TABLE, Produced, Shape
 
 if TYPE_CHECKING:
@@ -191,6 +191,7 @@ def measure(
     # Not a TemporaryDirectory: tasks of a stopped query may still touch it for a moment.
     checkpoint = tempfile.mkdtemp(prefix=f"ckpt-{name}-", dir=CHECKPOINT_ROOT)
     me = os.getpid()
+    threads0 = jvm_threads(me)
     cpu0 = cpu_by_role(me, driver=me)
     t0 = time.time()
     query = start(checkpoint)
@@ -208,7 +209,10 @@ def measure(
             time.sleep(0.05)
         settle = settle or getattr(start, "settle", None)
         settled_at = settle() if settle is not None else None
+        # Before the stop, while the query's stream execution thread is alive to be read.
+        threads = jvm_threads(me)
         by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
+        by_thread = jvm_cpu_by_thread(threads0, threads, by_role.get("jvm", 0.0))
     finally:
         query.stop()
         drop_listeners()
@@ -230,6 +234,9 @@ def measure(
         "batch_records": [int(p["numInputRows"]) for p in in_order],
         # Where the CPU went (benchmarks.procstat.classify roles; this process is the driver).
         "cpu_s_by_role": {role: round(cpu_s, 3) for role, cpu_s in sorted(by_role.items())},
+        # The Spark JVM's by thread (procstat.JVM_THREAD_KINDS): tasks, the query's driver
+        # thread, the JIT compilers (a fresh JVM compiles for minutes), the collector.
+        "jvm_cpu_s_by_thread": {kind: round(s, 3) for kind, s in sorted(by_thread.items())},
         "settle_ms": round(tail_ms, 1),
     }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a

@@ -84,9 +84,56 @@ def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> Non
         assert java.stdout.readline().strip() == "ready"
         jit = procstat.jit_cpu_seconds(java.pid)
         assert 0 < jit <= procstat.cpu_seconds(java.pid)
+        kinds = {kind for kind, _ in procstat.jvm_threads(java.pid).values()}
+        assert {"jit", "gc", "other"} <= kinds
         # Read through the tree: this test's process has the JVM below it. A gone one: 0.
         assert procstat.jit_cpu_seconds(os.getpid()) >= jit
         assert procstat.jit_cpu_seconds(2**22 + 7) == 0
     finally:
         java.kill()
         java.wait(10)
+
+
+def test_the_jit_of_a_jvm_that_is_not_sparks_is_left_out(tmp_path: Path) -> None:
+    # The benchmark's own Kafka broker is a JVM too (its main class on the command line).
+    source = tmp_path / "Wait.java"
+    source.write_text(
+        "public class Wait { public static void main(String[] a) throws Exception {"
+        ' System.out.println("ready"); Thread.sleep(60000); } }'
+    )
+    broker = subprocess.Popen(
+        ["java", "-XX:+UseSerialGC", str(source), "kafka.Kafka"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert broker.stdout is not None
+        assert broker.stdout.readline().strip() == "ready"
+        assert procstat.classify(broker.pid) == "broker"
+        assert procstat.cpu_seconds(broker.pid) > 0
+        assert procstat.jit_cpu_seconds(broker.pid) == 0
+    finally:
+        broker.kill()
+        broker.wait(10)
+
+
+def test_jvm_threads_are_told_apart_by_their_names() -> None:
+    # /proc keeps 15 bytes of a thread's name.
+    kinds = {
+        "Executor task l": "tasks",
+        "stream executio": "stream",
+        "C1 CompilerThre": "jit",
+        "C2 CompilerThre": "jit",
+        "GC Thread#1": "gc",
+        "VM Thread": "gc",
+        "dag-scheduler-e": "other",
+    }
+    assert {name: procstat.jvm_thread_kind(name) for name in kinds} == kinds
+
+
+def test_jvm_cpu_by_thread_counts_new_threads_from_zero_and_ended_ones_apart() -> None:
+    before = {(1, 10): ("tasks", 1.0), (1, 11): ("jit", 2.0), (1, 12): ("stream", 0.5)}
+    # Thread 12 ended, thread 13 began; the JVM as a whole spent 4.0 s meanwhile.
+    after = {(1, 10): ("tasks", 3.0), (1, 11): ("jit", 2.5), (1, 13): ("stream", 0.7)}
+    by_kind = procstat.jvm_cpu_by_thread(before, after, 4.0)
+    assert by_kind == pytest.approx({"tasks": 2.0, "jit": 0.5, "stream": 0.7, "exited": 0.8})
+    # Never less than nothing when the threads were read a moment after the JVM.
+    assert procstat.jvm_cpu_by_thread(before, after, 3.0)["exited"] == 0.0

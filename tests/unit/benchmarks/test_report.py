@@ -265,11 +265,18 @@ def test_the_report_splits_each_querys_cpu_per_record_by_process(tmp_path: Path)
         **runs_["bare_stateful"],
         "records": 100_000,
         "cpu_s_by_role": {"jvm": 3.0, "python-worker": 0.2, "broker": 0.3},
+        "jvm_cpu_s_by_thread": {"tasks": 1.5, "stream": 0.5, "jit": 1.0},
+    }
+    runs_["passthrough"] = {
+        "rows_per_s": 8_000.0,
+        "records": 100_000,
+        "cpu_s_by_role": {"jvm": 2.0, "python-worker": 2.5, "broker": 0.5, "emulator": 0.5},
     }
     runs_["pipeline"] = {
         **runs_["pipeline"],
         "records": 100_000,
         "cpu_s_by_role": {"jvm": 5.0, "python-worker": 2.0, "broker": 0.5, "emulator": 0.5},
+        "jvm_cpu_s_by_thread": {"tasks": 2.0, "stream": 1.0, "jit": 1.0, "gc": 0.5, "exited": 0.5},
     }
     main = {"rows": 1, "records": 1, "shape": "4p", "row_bytes": 1, "max_offsets_per_trigger": 1}
     summary = write_report({"main": main, "ceilings": ceiling_ratios(runs_)}, tmp_path)
@@ -277,8 +284,20 @@ def test_the_report_splits_each_querys_cpu_per_record_by_process(tmp_path: Path)
     bare_row = "| Spark: source -> bare applyInPandasWithState (trivial fn) -> noop |"
     assert f"{bare_row} 30.0 | 2.0 | - | 3.0 | - | 35.0 |" in report
     assert "| 50.0 | 20.0 | - | 5.0 | 5.0 | 80.0 |" in report
-    assert "The pipeline spends +45.0 µs per record more than bare (Spark JVM +20.0," in report
+    # The JVM's part by thread kind, for the runs that have it ("-": a kind not seen).
+    assert f"{bare_row} 15.0 | 5.0 | 10.0 | - | - | - |" in report
+    assert "| 20.0 | 10.0 | 10.0 | 5.0 | - | 5.0 |" in report
+    assert (
+        "The pipeline spends +45.0 µs per record more than bare (Spark JVM +20.0, Python "
+        "workers +18.0, Python driver +0.0, Kafka broker +2.0, StarRocks emulator +5.0; the "
+        "JVM's by thread: task threads +5.0, the query's driver thread +5.0, JIT compilers "
+        "+0.0, collector +5.0, other live threads +0.0, threads ended meanwhile +5.0)." in report
+    )
     assert "needs the pipeline at 50.0 µs per record or less; it spent 80.0." in report
+    # Against the pass-through (its JVM not split by thread: no such part in the sentence).
+    assert "more than the pass-through (Spark JVM +30.0, Python workers -5.0," in report
+    assert "StarRocks emulator +0.0). With both" in report
+    assert "pipeline / the pass-through >= 0.85 needs the pipeline at 64.7 µs" in report
     assert (
         "  CPU per record: pipeline 80.0 us, bare 35.0 us (0.7 x bare's rate needs <= 50.0 us)"
         in summary

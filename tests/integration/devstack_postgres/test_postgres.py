@@ -66,11 +66,12 @@ def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
         open_txn = psycopg.connect(first.conninfo())
         open_txn.execute("INSERT INTO kept VALUES (2)")  # never committed
         backend = open_txn.info.backend_pid
+        backend_started = _start_time(backend)
         server.kill()
         assert not first.is_running()
         with pytest.raises(ProcessLookupError):
             os.killpg(first.pid, 0)  # the backends died with the postmaster
-        assert not _alive(backend)
+        assert not _alive(backend, backend_started)
         second = server.start()
         assert second.port == first.port
         with psycopg.connect(second.conninfo()) as conn:
@@ -81,13 +82,22 @@ def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
         server.stop()
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+def _alive(pid: int, started: str) -> bool:
+    """True while the process ``pid`` that started at ``started`` (:func:`_start_time`) runs.
+
+    A zombie waiting for its new parent to reap it does not. Nor does another process that got
+    the pid since (pids wrap at 32,768 here, and a test run starts thousands of processes).
+    """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return fields[0] != "Z" and fields[19] == started
+
+
+def _start_time(pid: int) -> str:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
 
 
 def test_cli_prints_ready_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -704,12 +704,13 @@ CPU_ROLES = (
 )
 
 
-def cpu_per_record(run: dict[str, Any]) -> dict[str, float]:
-    """A run's CPU microseconds per Kafka record by process role; empty if not measured."""
-    by_role, records = run.get("cpu_s_by_role"), run.get("records")
-    if not by_role or not records:
+def cpu_per_record(run: dict[str, Any], field: str = "cpu_s_by_role") -> dict[str, float]:
+    """A run's CPU microseconds per Kafka record by process role (or by the keys of another
+    ``field`` of CPU seconds, e.g. ``jvm_cpu_s_by_thread``); empty if not measured."""
+    by_key, records = run.get(field), run.get("records")
+    if not by_key or not records:
         return {}
-    return {role: cpu_s / records * 1e6 for role, cpu_s in by_role.items()}
+    return {key: cpu_s / records * 1e6 for key, cpu_s in by_key.items()}
 
 
 #: The Spark JVM's threads by kind (``benchmarks.procstat.JVM_THREAD_KINDS``), as reported.
@@ -723,18 +724,10 @@ JVM_THREAD_COLUMNS = (
 )
 
 
-def jvm_threads_per_record(run: dict[str, Any]) -> dict[str, float]:
-    """A run's Spark-JVM CPU microseconds per Kafka record by thread kind; empty if not measured."""
-    by_thread, records = run.get("jvm_cpu_s_by_thread"), run.get("records")
-    if not by_thread or not records:
-        return {}
-    return {kind: cpu_s / records * 1e6 for kind, cpu_s in by_thread.items()}
-
-
 def _cpu_by_role_table(runs: dict[str, dict[str, Any]]) -> list[str]:
     """CPU microseconds per Kafka record by process, for the Spark queries of section 1."""
     rows = [
-        (key, title, us, jvm_threads_per_record(runs.get(key) or {}))
+        (key, title, us, cpu_per_record(runs.get(key) or {}, "jvm_cpu_s_by_thread"))
         for key, title in CEILING_ORDER
         if (us := cpu_per_record(runs.get(key) or {}))
     ]

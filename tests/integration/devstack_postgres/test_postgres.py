@@ -89,7 +89,7 @@ def _alive(pid: int, started: str) -> bool:
     the pid since (pids wrap at 32,768 here, and a test run starts thousands of processes).
     """
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat(pid)
     except FileNotFoundError:
         return False
     return fields[0] != "Z" and fields[19] == started
@@ -97,7 +97,12 @@ def _alive(pid: int, started: str) -> bool:
 
 def _start_time(pid: int) -> str:
     """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return _stat(pid)[19]
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name (the process state first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def test_cli_prints_ready_and_stops_on_sigterm(tmp_path: Path) -> None:

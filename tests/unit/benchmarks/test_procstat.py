@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,7 +71,9 @@ def test_a_childs_cpu_counts_under_its_role_then_under_its_parents_once_it_exits
     assert gone["python-driver"] - before["python-driver"] >= 0.3
 
 
-def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> None:
+@contextmanager
+def _waiting_jvm(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """A JVM that prints ``ready`` and sleeps; ``args`` end its command line."""
     # The source launcher compiles the file with javac inside the JVM: its JIT is busy.
     source = tmp_path / "Wait.java"
     source.write_text(
@@ -77,11 +81,19 @@ def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> Non
         ' System.out.println("ready"); Thread.sleep(60000); } }'
     )
     java = subprocess.Popen(
-        ["java", "-XX:+UseSerialGC", str(source)], stdout=subprocess.PIPE, text=True
+        ["java", "-XX:+UseSerialGC", str(source), *args], stdout=subprocess.PIPE, text=True
     )
     try:
         assert java.stdout is not None
         assert java.stdout.readline().strip() == "ready"
+        yield java
+    finally:
+        java.kill()
+        java.wait(10)
+
+
+def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> None:
+    with _waiting_jvm(tmp_path) as java:
         jit = procstat.jit_cpu_seconds(java.pid)
         assert 0 < jit <= procstat.cpu_seconds(java.pid)
         kinds = {kind for kind, _ in procstat.jvm_threads(java.pid).values()}
@@ -89,30 +101,14 @@ def test_jit_compiler_threads_are_read_from_a_running_jvm(tmp_path: Path) -> Non
         # Read through the tree: this test's process has the JVM below it. A gone one: 0.
         assert procstat.jit_cpu_seconds(os.getpid()) >= jit
         assert procstat.jit_cpu_seconds(2**22 + 7) == 0
-    finally:
-        java.kill()
-        java.wait(10)
 
 
 def test_the_jit_of_a_jvm_that_is_not_sparks_is_left_out(tmp_path: Path) -> None:
     # The benchmark's own Kafka broker is a JVM too (its main class on the command line).
-    source = tmp_path / "Wait.java"
-    source.write_text(
-        "public class Wait { public static void main(String[] a) throws Exception {"
-        ' System.out.println("ready"); Thread.sleep(60000); } }'
-    )
-    broker = subprocess.Popen(
-        ["java", "-XX:+UseSerialGC", str(source), "kafka.Kafka"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert broker.stdout is not None
-        assert broker.stdout.readline().strip() == "ready"
+    with _waiting_jvm(tmp_path, "kafka.Kafka") as broker:
         assert procstat.classify(broker.pid) == "broker"
         assert procstat.cpu_seconds(broker.pid) > 0
         assert procstat.jit_cpu_seconds(broker.pid) == 0
-    finally:
-        broker.kill()
-        broker.wait(10)
 
 
 def test_jvm_threads_are_told_apart_by_their_names() -> None:

@@ -15,7 +15,10 @@ JVM_POMS := jvm/pom.xml $(wildcard jvm/*/pom.xml)
 NATIVE_STAMP := $(VENV)/.native-stamp
 NATIVE_SRC := native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
 
+# The driver JVM's class archive for this JDK and PySpark (app/jvm_archive.py): made once,
+# ~35 s; a no-op after that, and made anew when either changes.
 setup: $(STAMP) $(NATIVE_STAMP) $(JVM_STAMP)
+	@$(PY) -m app.jvm_archive
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

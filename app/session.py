@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from app.config import AppConfig
+from app.jvm_archive import with_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,6 +101,9 @@ def session_conf(config: AppConfig) -> dict[str, str]:
         conf.update(LOCAL_CHECKPOINT_CONF)
     if _starts_local_spark(config.spark.master):
         conf.update(DAEMON_CONF)
+        # The driver JVM this process starts maps Spark's classes from `make setup`'s archive
+        # (app/jvm_archive.py); the user's own extraJavaOptions replace ours whole.
+        conf["spark.driver.extraJavaOptions"] = with_archive(DRIVER_JAVA_OPTIONS)
     # State-store partitions are frozen into the checkpoint at the first run (DESIGN.md §7):
     # this is the one place that sets them.
     conf["spark.sql.shuffle.partitions"] = str(config.pipeline.state_partitions)

@@ -73,13 +73,16 @@ def wait_for_idle_consumers() -> None:
 
 def spark_conf() -> dict[str, str]:
     """The application's base settings (``app.session.BASE_CONF``) plus test-session ones."""
-    from app.session import BASE_CONF, DAEMON_CONF, LOCAL_CHECKPOINT_CONF
+    from app.jvm_archive import with_archive
+    from app.session import BASE_CONF, DAEMON_CONF, DRIVER_JAVA_OPTIONS, LOCAL_CHECKPOINT_CONF
     from devstack.jars import spark_jars_conf
 
     # Local checkpoints and local[2] workers of this venv, as app.session chooses for them.
     conf = {**BASE_CONF, **LOCAL_CHECKPOINT_CONF, **DAEMON_CONF}
     conf.update(
         {
+            # The driver JVM's class archive, as app.session gives a local master.
+            "spark.driver.extraJavaOptions": with_archive(DRIVER_JAVA_OPTIONS),
             "spark.sql.shuffle.partitions": "2",  # = pipeline.state-partitions in local.yaml
             "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from app.config import load_config
+from tests.fixtures.submit import submitted_java_options
 
 pytestmark = pytest.mark.unit
 
@@ -181,19 +182,7 @@ def test_spark_submit_script_gives_the_driver_the_apps_java_options(tmp_path: Pa
     from app.session import DRIVER_JAVA_OPTIONS
 
     fake = tmp_path / "spark-submit"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
-    fake.chmod(0o755)
-    done = subprocess.run(
-        [str(ROOT / "spark-submit.sh"), "--config", "conf/local.yaml"],
-        cwd=ROOT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT": str(fake)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    args = done.stdout.splitlines()
-    options = args[args.index("--driver-java-options") + 1].split()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT": str(fake)}
+    options = submitted_java_options(fake, env)
     assert DRIVER_JAVA_OPTIONS.split() == options[: len(DRIVER_JAVA_OPTIONS.split())]
     assert "-XX:+UseParallelGC" in options

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.jvm_archive import PROJECT_ROOT, archive_option
+from app.jvm_archive import archive_option
+from tests.fixtures.submit import submitted_java_options
 
 pytestmark = pytest.mark.integration
 
@@ -25,25 +26,13 @@ def test_spark_submit_script_gives_the_driver_the_archive(tmp_path: Path) -> Non
     # its jars): a Python beside a fake spark-submit that prints what it was given.
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    fake = tmp_path / "spark-submit"
-    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
-    for script in (python, fake):
-        script.chmod(0o755)
+    python.chmod(0o755)
     env = {
         k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT", "PYSPARK_DRIVER_PYTHON")
     }
-    done = subprocess.run(
-        [str(PROJECT_ROOT / "spark-submit.sh"), "--config", "conf/local.yaml"],
-        cwd=PROJECT_ROOT,
-        env={**env, "PYSPARK_PYTHON": str(python)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    options = submitted_java_options(
+        tmp_path / "spark-submit", {**env, "PYSPARK_PYTHON": str(python)}
     )
-    assert done.returncode == 0, done.stderr
-    args = done.stdout.splitlines()
-    options = args[args.index("--driver-java-options") + 1].split()
     assert option in options
 
 

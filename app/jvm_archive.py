@@ -137,13 +137,18 @@ def train(target: Path) -> None:
     """
     from pyspark.sql import SparkSession
 
-    from app.session import BASE_CONF, DAEMON_CONF, DRIVER_JAVA_OPTIONS, LOCAL_CHECKPOINT_CONF
+    from app.session import (
+        BASE_CONF,
+        DAEMON_CONF,
+        DRIVER_JAVA_OPTIONS,
+        LOCAL_CHECKPOINT_CONF,
+        project_on_pythonpath,
+    )
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])
-    )
-    connector = sorted((PROJECT_ROOT / "jvm" / "lib" / "spark-kafka").glob("*.jar"))
+    project_on_pythonpath()
+    # No Kafka connector (spark.jars): the training query reads no Kafka, and the archive is
+    # of the JVM's class path, which spark.jars does not change.
     conf = {
         **BASE_CONF,
         **LOCAL_CHECKPOINT_CONF,
@@ -154,8 +159,6 @@ def train(target: Path) -> None:
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",
     }
-    if connector:
-        conf["spark.jars"] = ",".join(str(j) for j in connector)
     builder = SparkSession.builder.master("local[2]").appName("jvm-archive-training")
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from app.config import AppConfig
-from app.jvm_archive import with_archive
+from app.jvm_archive import PROJECT_ROOT, with_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,7 +70,6 @@ LOCAL_CHECKPOINT_CONF = {
 # the workers run this Python with this checkout importable: a local master started from
 # here (below), or spark-submit.sh's launcher.
 DAEMON_CONF = {"spark.python.daemon.module": "app.pydaemon"}
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def build_session(config: AppConfig) -> SparkSession:
@@ -82,16 +80,23 @@ def build_session(config: AppConfig) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = session_conf(config)
     if conf.get("spark.python.daemon.module") == DAEMON_CONF["spark.python.daemon.module"]:
-        # The JVM this starts (and its Python daemon) inherits the environment.
-        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-        if str(PROJECT_ROOT) not in paths:
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, paths)])
+        project_on_pythonpath()
     builder = SparkSession.builder.appName(config.spark.app_name)
     if config.spark.master:
         builder = builder.master(config.spark.master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def project_on_pythonpath() -> None:
+    """Put this checkout first on ``PYTHONPATH``, for the JVM about to start and its daemon.
+
+    The JVM (and the Python daemon it starts, ``DAEMON_CONF``) inherits the environment.
+    """
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(PROJECT_ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, paths)])
 
 
 def session_conf(config: AppConfig) -> dict[str, str]:

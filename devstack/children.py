@@ -1,7 +1,8 @@
 """Processes the devstack launchers start (Kafka, PostgreSQL, Kafka Connect), by PID.
 
 One registry for all of them, so that a stop reaps the child it started (no zombies) and never
-signals a process it did not start. Driver side only; nothing here reaches Spark executors.
+signals a process it did not start; and the holder their fixtures keep across restarts
+(:class:`Service`). Driver side only; nothing here reaches Spark executors.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,69 @@ class Held(Protocol):
     def stop(self) -> None:
         """Stop it by PID."""
         ...
+
+
+class Stoppable(Protocol):
+    """A started service's handle: stops or crashes its process by PID."""
+
+    def stop(self) -> None:
+        """Stop it (bounded wait, then SIGKILL)."""
+        ...
+
+    def kill(self) -> None:
+        """Crash it."""
+        ...
+
+
+H = TypeVar("H", bound=Stoppable)
+
+
+class Service(Generic[H]):
+    """A service whose handle survives restarts; a context manager that stops it on exit.
+
+    Fixtures hold one so that a restart keeps the same object valid for the test. A subclass
+    names itself and its start error, and says how to launch (:meth:`_launch`).
+    """
+
+    what: ClassVar[str]
+    start_error: ClassVar[type[Exception]]
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self._data_dir = Path(data_dir)
+        self._handle: H | None = None
+
+    @property
+    def handle(self) -> H:
+        """The current handle; raises the start error if the service was never started."""
+        if self._handle is None:
+            msg = f"{self.what} for {self._data_dir} is not started: call start() first"
+            raise self.start_error(msg)
+        return self._handle
+
+    def start(self) -> H:
+        """Start it (a data dir used before resumes from what it holds)."""
+        self._handle = self._launch()
+        return self._handle
+
+    def _launch(self) -> H:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop by PID (bounded wait, then SIGKILL); nothing if it was never started."""
+        if self._handle is not None:
+            self._handle.stop()
+
+    def kill(self) -> None:
+        """Crash it (its handle's ``kill``); :meth:`start` recovers it."""
+        if self._handle is not None:
+            self._handle.kill()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def stop_on_signals() -> threading.Event:

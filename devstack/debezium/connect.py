@@ -29,7 +29,6 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from devstack import children
@@ -354,46 +353,16 @@ def _wait_running(
         time.sleep(0.25)
 
 
-class DebeziumConnect:
+class DebeziumConnect(children.Service[ConnectHandle]):
     """A worker whose handle survives restarts; a context manager that stops it on exit."""
 
+    what = "connect"
+    start_error = ConnectStartError
+
     def __init__(self, data_dir: Path | str, bootstrap: str, source: PostgresSource) -> None:
-        self._data_dir = Path(data_dir)
+        super().__init__(data_dir)
         self._bootstrap = bootstrap
         self._source = source
-        self._handle: ConnectHandle | None = None
 
-    @property
-    def handle(self) -> ConnectHandle:
-        """The current handle; raises if the worker was never started."""
-        if self._handle is None:
-            msg = f"connect for {self._data_dir} is not started: call start() first"
-            raise ConnectStartError(msg)
-        return self._handle
-
-    def start(self) -> ConnectHandle:
-        """Start the worker (a data dir used before resumes from its offsets file)."""
-        self._handle = start_connect(self._data_dir, self._bootstrap, self._source)
-        return self._handle
-
-    def stop(self) -> None:
-        """Stop by PID (SIGTERM, bounded wait, then SIGKILL)."""
-        if self._handle is not None:
-            self._handle.stop()
-
-    def kill(self) -> None:
-        """SIGKILL the worker."""
-        if self._handle is not None:
-            self._handle.kill()
-
-    def __enter__(self) -> DebeziumConnect:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _launch(self) -> ConnectHandle:
+        return start_connect(self._data_dir, self._bootstrap, self._source)

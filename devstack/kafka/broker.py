@@ -25,7 +25,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from devstack import children
 from devstack.kafka.admin import wait_until_ready
@@ -279,59 +278,31 @@ def _wait_ready(
     wait_until_ready(bootstrap, max(1.0, deadline - time.monotonic()))
 
 
-class KafkaBroker:
+class KafkaBroker(children.Service[BrokerHandle]):
     """A broker whose handle survives restarts; a context manager that stops it on exit.
 
     Fixtures hold one of these so that ``restart()`` keeps the same object valid for the test.
     """
 
-    def __init__(self, data_dir: Path | str, port: int = 0) -> None:
-        self._data_dir = Path(data_dir)
-        self._port = port
-        self._handle: BrokerHandle | None = None
+    what = "broker"
+    start_error = BrokerStartError
 
-    @property
-    def handle(self) -> BrokerHandle:
-        """The current handle; raises if the broker was never started."""
-        if self._handle is None:
-            msg = f"broker for {self._data_dir} is not started: call start() first"
-            raise BrokerStartError(msg)
-        return self._handle
+    def __init__(self, data_dir: Path | str, port: int = 0) -> None:
+        super().__init__(data_dir)
+        self._port = port
 
     @property
     def bootstrap(self) -> str:
         """``host:port`` for ``bootstrap.servers``; stable across restarts."""
         return self.handle.bootstrap
 
-    def start(self) -> BrokerHandle:
-        """Start the broker (port 0 is resolved once and then kept for restarts)."""
-        self._handle = start_broker(self._data_dir, port=self._port)
-        self._port = self._handle.port
-        return self._handle
-
-    def stop(self) -> None:
-        """Stop the broker by PID (SIGTERM, bounded wait, then SIGKILL)."""
-        if self._handle is not None:
-            self._handle.stop()
-
-    def kill(self) -> None:
-        """SIGKILL the broker (a crash)."""
-        if self._handle is not None:
-            self._handle.kill()
+    def _launch(self) -> BrokerHandle:
+        # Port 0 is resolved once and then kept for restarts.
+        handle = start_broker(self._data_dir, port=self._port)
+        self._port = handle.port
+        return handle
 
     def restart(self) -> BrokerHandle:
         """Stop and start on the same port and data dir; data survives."""
         self._handle = self.handle.restart()
         return self._handle
-
-    def __enter__(self) -> KafkaBroker:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -30,7 +30,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from devstack import children
 from devstack.kafka.broker import free_port
@@ -327,46 +326,18 @@ def pg_bin_tool(name: str) -> Path:
     return tool
 
 
-class PostgresServer:
+class PostgresServer(children.Service[PostgresHandle]):
     """A server whose handle survives restarts; a context manager that stops it on exit."""
 
+    what = "postgres"
+    start_error = PostgresStartError
+
     def __init__(self, data_dir: Path | str, port: int = 0) -> None:
-        self._data_dir = Path(data_dir)
+        super().__init__(data_dir)
         self._port = port
-        self._handle: PostgresHandle | None = None
 
-    @property
-    def handle(self) -> PostgresHandle:
-        """The current handle; raises if the server was never started."""
-        if self._handle is None:
-            msg = f"postgres for {self._data_dir} is not started: call start() first"
-            raise PostgresStartError(msg)
-        return self._handle
-
-    def start(self) -> PostgresHandle:
-        """Start the server (port 0 is resolved once and then kept for restarts)."""
-        self._handle = start_postgres(self._data_dir, port=self._port)
-        self._port = self._handle.port
-        return self._handle
-
-    def stop(self) -> None:
-        """Stop by PID (fast shutdown, bounded wait, then SIGKILL)."""
-        if self._handle is not None:
-            self._handle.stop()
-
-    def kill(self) -> None:
-        """Crash the server (:meth:`PostgresHandle.kill`); :meth:`start` recovers it."""
-        if self._handle is not None:
-            self._handle.kill()
-
-    def __enter__(self) -> PostgresServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _launch(self) -> PostgresHandle:
+        # Port 0 is resolved once and then kept for restarts.
+        handle = start_postgres(self._data_dir, port=self._port)
+        self._port = handle.port
+        return handle

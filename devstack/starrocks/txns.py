@@ -256,6 +256,10 @@ class TxnManager:
         self.label_keep_s = label_keep_s
         self.lock = threading.RLock()
         self.by_label: dict[tuple[str, str], list[Txn]] = {}
+        # Each retained label's databases, in by_label's order: a multi-table begin looks its
+        # label up in every database (StreamLoadMgr's map by label), and a soak retains days
+        # of labels.
+        self._label_dbs: dict[str, list[str]] = {}
         self.by_id: dict[int, Txn] = {}
         self.error_logs: dict[str, str] = {}
         # Txns the checker must look at (not final, or final but not yet VISIBLE); scanning
@@ -293,9 +297,7 @@ class TxnManager:
                     txn.channels[tbl] = Channel(schema, rows=list(table_rows))
                     txn.channels[tbl].total = len(table_rows)
             self._next_id = max(self._next_id, txn.txn_id + 1)
-            self.by_id[txn.txn_id] = txn
-            self.by_label.setdefault((txn.db, txn.label), []).append(txn)
-            self._track(txn)
+            self._remember(txn)
             if txn.multi and txn.status in (BEGIN, COMMITING, ABORTING):
                 self._finish(txn, CANCELLED, RESTART_REASON)
             elif txn.multi and txn.status == COMMITED:
@@ -329,8 +331,9 @@ class TxnManager:
 
     def _multi_task_anywhere(self, label: str) -> Txn | None:
         """A retained multi-table task with ``label`` in any database (StreamLoadMgr)."""
-        for (_db, lbl), hist in self.by_label.items():
-            if lbl == label and hist and hist[-1].multi:
+        for db in self._label_dbs.get(label, ()):
+            hist = self.by_label.get((db, label))
+            if hist and hist[-1].multi:
                 return hist[-1]
         return None
 
@@ -378,10 +381,32 @@ class TxnManager:
             be_alive=not multi,
         )
         self._next_id += 1
-        self.by_id[txn.txn_id] = txn
-        self.by_label.setdefault((db, label), []).append(txn)
-        self._track(txn)
+        self._remember(txn)
         return txn
+
+    def _remember(self, txn: Txn) -> None:
+        """Index a new or recovered txn by id and by label."""
+        self.by_id[txn.txn_id] = txn
+        hist = self.by_label.setdefault((txn.db, txn.label), [])
+        if not hist:
+            self._label_dbs.setdefault(txn.label, []).append(txn.db)
+        hist.append(txn)
+        self._track(txn)
+
+    def _forget(self, txn_id: int) -> None:
+        """Drop an expired txn from the indexes (its label goes with its last txn)."""
+        txn = self.by_id.pop(txn_id)
+        key = (txn.db, txn.label)
+        hist = self.by_label.get(key, [])
+        if txn in hist:
+            hist.remove(txn)
+        if not hist:
+            self.by_label.pop(key, None)
+            dbs = self._label_dbs.get(txn.label, [])
+            if txn.db in dbs:
+                dbs.remove(txn.db)
+            if not dbs:
+                self._label_dbs.pop(txn.label, None)
 
     def _track(self, txn: Txn) -> None:
         if txn.status in (PREPARE, PREPARED, BEGIN, COMMITING, ABORTING) or txn.visible_at:
@@ -1133,12 +1158,7 @@ class TxnManager:
                     and now - t.finished_at > self.label_keep_s
                 ]
             for txn_id in expired:
-                txn = self.by_id.pop(txn_id)
-                hist = self.by_label.get((txn.db, txn.label), [])
-                if txn in hist:
-                    hist.remove(txn)
-                if not hist:
-                    self.by_label.pop((txn.db, txn.label), None)
+                self._forget(txn_id)
         if expired:
             self.storage.delete_txns(expired)
 

@@ -16,7 +16,10 @@ of entries sorted by (topic, partition), each::
     topic  txn_id  reject_reason  buffer
 
 ``deadline`` is the processing time the partition's open transaction times out (-1: none),
-so the slot's timeout is the earliest one without decoding the states.
+so the slot's timeout is the earliest one without decoding the states. A batch decodes only
+the entries of partitions with records or overdue; the others are copied as they are, so a
+slot of many quiet partitions (tables that rarely change) costs little more than its active
+ones.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from assembler.machine import TransactionAssembler
 from assembler.output import OutputRow
@@ -84,7 +88,9 @@ class SlotAssembler:
         A partition with records is processed (the core never times out a partition whose
         records are still arriving); one without records whose deadline is before ``now_ms``
         gets :meth:`TransactionAssembler.expire`, as its own group's timeout would have (Spark
-        times a group out once its timeout is strictly before the batch's time).
+        times a group out once its timeout is strictly before the batch's time). The other
+        partitions' entries are copied into the new value as they are, never decoded: a slot
+        holding many quiet partitions costs a header read and a copy for each of them.
 
         Args:
             entries: the slot's stored state; ``None`` for a slot seen the first time.
@@ -95,7 +101,8 @@ class SlotAssembler:
             AssemblyFailed: a violation under policy ``fail``.
             StateError: the stored state is not readable by this release.
         """
-        states = decode(entries) if entries else {}
+        value = entries or b""
+        stored = index(value)
         by_key: dict[Key, list[SourceRecord]] = {}
         for rec in records:
             key = (rec.topic, rec.partition)
@@ -105,38 +112,50 @@ class SlotAssembler:
             else:
                 batch.append(rec)
         outputs: list[OutputRow] = []
-        for key in sorted(states.keys() | by_key.keys()):
+        parts: list[bytes] = []
+        deadlines: list[int] = []
+        keys = stored.keys() | by_key.keys()
+        for key in sorted(keys):
             recs = by_key.get(key)
-            known = states.get(key)
+            known = stored.get(key)
             if recs is not None:
-                step = self._core.process(known[0] if known else None, recs, now_ms)
-            elif known is not None and 0 <= known[1] < now_ms:
-                step = self._core.expire(known[0], now_ms)
+                before = _entry_state(value, known) if known else None
+                step = self._core.process(before, recs, now_ms)
+            elif known is not None and 0 <= known.deadline < now_ms:
+                step = self._core.expire(_entry_state(value, known), now_ms)
             else:
+                if known is not None:  # quiet and not overdue: its bytes, unchanged
+                    parts.append(value[known.start : known.end])
+                    deadlines.append(known.deadline)
                 continue
             outputs.extend(step.outputs)
             deadline = _NO_DEADLINE if step.timeout_at_ms is None else step.timeout_at_ms
-            states[key] = (step.state, deadline)
-        deadlines = [d for _, d in states.values() if d != _NO_DEADLINE]
+            parts += _entry_parts(step.state, deadline)
+            deadlines.append(deadline)
+        open_ones = [d for d in deadlines if d != _NO_DEADLINE]
         return SlotStep(
             outputs=outputs,
-            partitions=len(states),
-            entries=encode(states),
-            timeout_at_ms=min(deadlines) if deadlines else None,
+            partitions=len(keys),
+            entries=b"".join(parts),
+            timeout_at_ms=min(open_ones) if open_ones else None,
         )
+
+
+class Entry(NamedTuple):
+    """Where one partition's entry lies in a slot's value, its deadline and its header."""
+
+    partition: int
+    deadline: int
+    start: int
+    end: int
+    header: tuple[int, ...]  # the fields of ``_ENTRY``
 
 
 def encode(states: dict[Key, tuple[PartitionState, int]]) -> bytes:
     """The slot's state value: every partition's state and deadline, sorted by key."""
     parts: list[bytes] = []
     for key in sorted(states):
-        st, deadline = states[key]
-        t = st.to_tuple()
-        topic, txn_id, reason, buf = t[1].encode(), t[6].encode(), t[14].encode(), t[13]
-        numbers = (t[3], t[4], t[7], t[8], t[9], t[10], t[11], t[12])
-        lengths = (len(topic), len(txn_id), len(reason), len(buf))
-        parts.append(_ENTRY.pack(t[2], deadline, *numbers, _STATUS_CODE[t[5]], *lengths))
-        parts += (topic, txn_id, reason, buf)
+        parts += _entry_parts(*states[key])
     return b"".join(parts)
 
 
@@ -146,31 +165,75 @@ def decode(entries: bytes) -> dict[Key, tuple[PartitionState, int]]:
     Raises:
         StateError: the value is truncated or holds an unknown status.
     """
-    out: dict[Key, tuple[PartitionState, int]] = {}
-    view = memoryview(entries)
+    return {
+        key: (_entry_state(entries, entry), entry.deadline) for key, entry in index(entries).items()
+    }
+
+
+def index(entries: bytes) -> dict[Key, Entry]:
+    """Every partition's entry in a slot's state value, from the headers alone.
+
+    Raises:
+        StateError: the value is truncated or holds an unknown status.
+    """
+    out: dict[Key, Entry] = {}
+    topics: dict[bytes, str] = {}  # a slot's entries share a few topics
     pos, end = 0, len(entries)
     try:
         while pos < end:
-            fields = _ENTRY.unpack_from(view, pos)
-            partition, deadline, numbers, status = fields[0], fields[1], fields[2:10], fields[10]
-            texts: list[bytes] = []
+            start = pos
+            fields = _ENTRY.unpack_from(entries, pos)
+            if fields[10] >= len(_STATUS):
+                msg = f"unknown status {fields[10]}"
+                raise IndexError(msg)
             pos += _ENTRY.size
-            for n in fields[11:]:
-                if pos + n > end:
-                    msg = f"an entry runs past the end of the value (byte {pos + n} > {end})"
-                    raise IndexError(msg)
-                texts.append(bytes(view[pos : pos + n]))
-                pos += n
-            topic, txn_id, reason = (b.decode() for b in texts[:3])
-            last_offset, txn_seq, first, opened, begin, last_ts, rows, nbytes = numbers
-            row = [STATE_VERSION, topic, partition, last_offset, txn_seq, _STATUS[status]]
-            row += [txn_id, first, opened, begin, last_ts, rows, nbytes, texts[3], reason]
-            state = PartitionState.from_tuple(row)
-            out[(topic, partition)] = (state, deadline)
+            raw = entries[pos : pos + fields[11]]
+            topic = topics.get(raw)
+            if topic is None:
+                topic = topics[raw] = raw.decode()
+            pos += fields[11] + fields[12] + fields[13] + fields[14]
+            if pos > end:
+                msg = f"an entry runs past the end of the value (byte {pos} > {end})"
+                raise IndexError(msg)
+            # tuple.__new__: the named tuple's Python __new__ would be a third of the loop.
+            entry = (fields[0], fields[1], start, pos, fields)
+            out[(topic, fields[0])] = tuple.__new__(Entry, entry)
     except (struct.error, IndexError, UnicodeDecodeError) as e:
-        msg = (
-            f"corrupt assembler slot state ({end} bytes, stopped at byte {pos}): {e}; the "
-            "checkpoint was damaged or written by an incompatible release"
-        )
-        raise StateError(msg) from e
+        raise _corrupt(end, pos, e) from e
     return out
+
+
+def _entry_state(entries: bytes, entry: Entry) -> PartitionState:
+    """The partition state of one entry that :func:`index` found."""
+    fields = entry.header
+    numbers, status = fields[2:10], fields[10]
+    try:
+        texts: list[bytes] = []
+        pos = entry.start + _ENTRY.size
+        for n in fields[11:]:
+            texts.append(entries[pos : pos + n])
+            pos += n
+        topic, txn_id, reason = (b.decode() for b in texts[:3])
+    except UnicodeDecodeError as e:
+        raise _corrupt(len(entries), entry.start, e) from e
+    last_offset, txn_seq, first, opened, begin, last_ts, rows, nbytes = numbers
+    row = [STATE_VERSION, topic, entry.partition, last_offset, txn_seq, _STATUS[status]]
+    row += [txn_id, first, opened, begin, last_ts, rows, nbytes, texts[3], reason]
+    return PartitionState.from_tuple(row)
+
+
+def _entry_parts(st: PartitionState, deadline: int) -> list[bytes]:
+    """One entry of a slot's value (the module docstring's layout), in pieces to join."""
+    t = st.to_tuple()
+    topic, txn_id, reason, buf = t[1].encode(), t[6].encode(), t[14].encode(), t[13]
+    numbers = (t[3], t[4], t[7], t[8], t[9], t[10], t[11], t[12])
+    lengths = (len(topic), len(txn_id), len(reason), len(buf))
+    header = _ENTRY.pack(t[2], deadline, *numbers, _STATUS_CODE[t[5]], *lengths)
+    return [header, topic, txn_id, reason, buf]
+
+
+def _corrupt(size: int, pos: int, cause: Exception) -> StateError:
+    return StateError(
+        f"corrupt assembler slot state ({size} bytes, stopped at byte {pos}): {cause}; the "
+        "checkpoint was damaged or written by an incompatible release"
+    )

@@ -9,7 +9,9 @@
    transactions are cut by the batches' ends: 10-row transactions of 2 and of 32 partitions
    in the slot, and 1,000-row transactions, at 1,500 records a batch (a partition's
    transaction open at a batch's end is buffered in the state and finished in a later
-   batch; target 6 of issue 14: cost flat in partitions and open transactions).
+   batch; target 6 of issue 14: cost flat in partitions and open transactions). And a slot
+   whose state holds 1,024 partitions with records in 2 of them (600 a batch), in ms a
+   batch: the quiet partitions' entries are copied, not decoded (``assembler/slots.py``).
 3. The sink loader's per-row encoding (``sinks.starrocks.loader.encode_row``).
 
 Prints microseconds per record, best of five runs. Run it on two checkouts to compare commits
@@ -96,12 +98,19 @@ def main(argv: list[str] | None = None) -> int:
         "1,000-row txns, 2 partitions": _cut_batches(1000, 2),
     }
 
-    def carried(batches: list[pd.DataFrame]) -> Callable[[], int]:
+    timed: list[float] = []
+
+    def carried(batches: list[pd.DataFrame], seed: pd.DataFrame | None = None) -> Callable[[], int]:
         def run() -> int:
             slot, state = AssembleSlot(AssemblerSettings()), _State()
+            if seed is not None:  # not timed: fills the slot's state
+                for _ in slot((0,), iter([seed]), state):  # type: ignore[arg-type]
+                    pass
+            t0 = time.perf_counter()
             for batch in batches:
                 for _ in slot((0,), iter([batch]), state):  # type: ignore[arg-type]
                     pass
+            timed.append(time.perf_counter() - t0)
             return sum(len(b) for b in batches)
 
         return run
@@ -119,8 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     for name, batches in cut.items():
         us = _best_us(carried(batches), repeats=3)
         print(f"  8 batches of 1,500, state carried, {name}: {us:6.2f} us per record")
+    active, quiet = _cut_batches(10, 2, per_batch=600, batches=9), _quiet_partitions(2, 1_022)
+    timed.clear()
+    run = carried(active[1:], pd.concat([active[0], quiet], ignore_index=True))
+    for _ in range(5):
+        run()
+    ms = min(timed) / 8 * 1000
+    print(f"  8 batches of 600 of 2 partitions, 1,022 quiet ones in the slot: {ms:6.2f} ms a batch")
     print(f"sink row encoding (encode_row):          {_best_us(encode):6.2f} us per row")
     return 0
+
+
+def _quiet_partitions(first: int, count: int) -> pd.DataFrame:
+    """A transaction left open (BEGIN and one DATA) in each of ``count`` partitions."""
+    rows = []
+    for partition in range(first, first + count):
+        events = txn_events(partition, 0, 1, 100, 1, close=False)
+        rows += [("bench", partition, o, encode_event(e, "json")) for o, e in enumerate(events)]
+    return pd.DataFrame(rows, columns=["topic", "partition", "offset", "value"])
 
 
 def _cut_batches(

@@ -105,6 +105,33 @@ def test_the_state_value_round_trips_every_field() -> None:
     assert decode(b"") == {}
 
 
+def test_quiet_partitions_are_copied_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slot of many partitions, few of them active in a batch (tables that rarely change):
+    # the batch must cost the active ones, not a decode and re-encode of every entry.
+    slot = SlotAssembler(TransactionAssembler(AssemblerSettings(txn_timeout_ms=TIMEOUT_MS)))
+    quiet = [
+        r for p in range(1, 101) for r in records([begin(f"q{p}"), data(f"q{p}")], partition=p)
+    ]
+    first = slot.process(None, quiet, now_ms=0)
+    decoded: list[int] = []
+    real = PartitionState.from_tuple.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[PartitionState], t: object) -> PartitionState:
+        decoded.append(1)
+        return real(cls, t)
+
+    monkeypatch.setattr(PartitionState, "from_tuple", classmethod(counting))
+    step = slot.process(first.entries, records([begin("a"), data("a")], partition=0), now_ms=1)
+    assert len(decoded) <= 1  # partition 0 is new: nothing stored to decode
+    assert step.entries.endswith(first.entries)  # the quiet entries, byte for byte
+    assert step.partitions == 101
+    assert step.timeout_at_ms == TIMEOUT_MS  # the quiet ones' deadline, read from headers
+    monkeypatch.undo()
+    states = decode(step.entries)
+    assert states[(TOPIC, 0)][0].txn_id == "a"
+    assert all(states[(TOPIC, p)][0].txn_id == f"q{p}" for p in range(1, 101))
+
+
 @pytest.mark.parametrize("cut", [1, 10, 60, -1])
 def test_a_damaged_state_value_is_a_state_error_not_a_wrong_state(cut: int) -> None:
     value = encode({("t", 0): (PartitionState("t", 0, txn_id="abc", txn_buffer=b"xyz"), -1)})

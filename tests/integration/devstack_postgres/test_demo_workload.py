@@ -38,19 +38,27 @@ def test_a_transaction_cut_by_a_crash_before_its_commit_is_not_counted(
     workload: Workload, postgres_server: PostgresServer
 ) -> None:
     before = (workload.transactions, workload.row_changes, dict(workload.live))
+    restarts: list[threading.Timer] = []
 
     def crash() -> None:
         postgres_server.kill()
-        threading.Timer(0.5, postgres_server.start).start()
+        restarts.append(threading.Timer(0.5, postgres_server.start))
+        restarts[-1].start()
 
     workload.before_commit = crash
-    change = workload.create()
-    workload.apply(change)
-    assert (workload.cut, workload.cut_committed) == (1, 0)
-    assert (workload.transactions, workload.row_changes, workload.live) == before
-    assert change.order_id not in dict(_orders(postgres_server))
-    workload.apply(workload.create())  # and it goes on, on its new connection
-    assert workload.transactions == before[0] + 1
+    try:
+        change = workload.create()
+        workload.apply(change)
+        assert (workload.cut, workload.cut_committed) == (1, 0)
+        assert (workload.transactions, workload.row_changes, workload.live) == before
+        assert change.order_id not in dict(_orders(postgres_server))
+        workload.apply(workload.create())  # and it goes on, on its new connection
+        assert workload.transactions == before[0] + 1
+    finally:
+        # The workload reconnects once the server accepts, which can be before start()
+        # returns: the fixture's stop must see the new handle, or that server outlives the test.
+        for restart in restarts:
+            restart.join(90)
 
 
 def test_a_commit_whose_answer_was_lost_is_counted(

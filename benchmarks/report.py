@@ -583,6 +583,12 @@ def _flat_section(flat: dict[str, Any]) -> list[str]:
         "round.",
         "",
     ]
+    if flat.get("warm_up_round"):
+        md += [
+            "The part ran on a new session (the parts before it skipped): one round of both "
+            "shapes ran first and is left out.",
+            "",
+        ]
     if bare and above:
         md += [
             "Bare `applyInPandasWithState` grouped by slot as the pipeline is (its function "

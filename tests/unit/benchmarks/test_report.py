@@ -211,6 +211,16 @@ def test_the_flat_pair_gives_64_over_4_of_the_medians_and_round_by_round(
     assert "64 / 4 partitions: **1.20**" in report
 
 
+def test_the_flat_pairs_warm_up_round_is_said(tmp_path: Path) -> None:
+    flat = {**flat_summary({64: [120.0], 4: [100.0]}, 10, 45), "warm_up_round": True}
+    write_report({"flat": flat}, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "one round of both shapes ran first and is left out" in md
+    flat["warm_up_round"] = False
+    write_report({"flat": flat}, tmp_path)
+    assert "left out." not in (tmp_path / "report.md").read_text().split("Target 6")[1]
+
+
 def test_the_flat_pair_tells_sparks_stateful_plan_from_the_product(tmp_path: Path) -> None:
     flat = flat_summary(
         {64: [120.0, 110.0, 150.0], 4: [100.0, 100.0, 125.0]},

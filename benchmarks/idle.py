@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.procstat import tree_cpu_seconds
+from benchmarks.procstat import window_cpu_seconds
 from devstack.kafka.admin import create_topic, produce
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
@@ -95,9 +95,7 @@ def idle_window(
         control = stack.emulator.control
         txns_before = len(control.transactions())
         batches_before = sum(line.startswith("batch ") for line in proc.lines)
-        cpu_before = tree_cpu_seconds(pid)
-        time.sleep(seconds)
-        cpu = tree_cpu_seconds(pid) - cpu_before
+        cpu = window_cpu_seconds(pid, seconds)
         batches = sum(line.startswith("batch ") for line in proc.lines) - batches_before
         txns = len(control.transactions()) - txns_before
     finally:

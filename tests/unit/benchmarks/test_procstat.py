@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import procstat
-from benchmarks.procstat import cpu_by_role, cpu_delta
+from benchmarks.procstat import cpu_by_role, cpu_delta, window_cpu_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -69,6 +69,39 @@ def test_a_childs_cpu_counts_under_its_role_then_under_its_parents_once_it_exits
     assert "emulator" not in gone
     # Waited for, the child's CPU is in this process's cutime: the driver's.
     assert gone["python-driver"] - before["python-driver"] >= 0.3
+
+
+def test_a_windows_cpu_does_not_fall_when_a_process_leaves_with_its_cpu(tmp_path: Path) -> None:
+    # As Python workers do: a process whose parent ignores SIGCHLD spends 0.8 s, idles, and
+    # ends in the window. The kernel reaps it and adds its CPU to no parent's, so two reads of
+    # the tree's total fall by what it had spent; the window counts what it spent in it.
+    idle = tmp_path / "idle"
+    helper = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        "if os.fork() == 0:\n"
+        "    t = time.process_time()\n"
+        "    while time.process_time() - t < 0.8: pass\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    time.sleep(1.0)\n"
+        "    os._exit(0)\n"
+        "time.sleep(60)\n"
+    )
+    me = os.getpid()
+    proc = subprocess.Popen([sys.executable, "-c", helper, str(idle)])
+    try:
+        deadline = time.monotonic() + 30
+        while not idle.exists():
+            assert time.monotonic() < deadline, "the child never finished its work"
+            time.sleep(0.02)
+        before = procstat.tree_cpu_seconds(me)
+        cpu = window_cpu_seconds(me, 2.5, interval_s=0.1)
+        fell = procstat.tree_cpu_seconds(me) - before
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert fell < -0.5  # the old measure
+    assert 0.0 <= cpu < 0.3
 
 
 @contextmanager

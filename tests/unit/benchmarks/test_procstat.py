@@ -74,7 +74,8 @@ def test_a_childs_cpu_counts_under_its_role_then_under_its_parents_once_it_exits
 def test_a_windows_cpu_does_not_fall_when_a_process_leaves_with_its_cpu(tmp_path: Path) -> None:
     # As Python workers do: a process whose parent ignores SIGCHLD spends 0.8 s, idles, and
     # ends in the window. The kernel reaps it and adds its CPU to no parent's, so two reads of
-    # the tree's total fall by what it had spent; the window counts what it spent in it.
+    # the tree's total fall by what it had spent; the window counts what it spent in it. The
+    # tree is the helper's: this process may have busy children of other fixtures.
     idle = tmp_path / "idle"
     helper = (
         "import os, signal, sys, time\n"
@@ -87,16 +88,15 @@ def test_a_windows_cpu_does_not_fall_when_a_process_leaves_with_its_cpu(tmp_path
         "    os._exit(0)\n"
         "time.sleep(60)\n"
     )
-    me = os.getpid()
     proc = subprocess.Popen([sys.executable, "-c", helper, str(idle)])
     try:
         deadline = time.monotonic() + 30
         while not idle.exists():
             assert time.monotonic() < deadline, "the child never finished its work"
             time.sleep(0.02)
-        before = procstat.tree_cpu_seconds(me)
-        cpu = window_cpu_seconds(me, 2.5, interval_s=0.1)
-        fell = procstat.tree_cpu_seconds(me) - before
+        before = procstat.tree_cpu_seconds(proc.pid)
+        cpu = window_cpu_seconds(proc.pid, 2.5, interval_s=0.1)
+        fell = procstat.tree_cpu_seconds(proc.pid) - before
     finally:
         proc.kill()
         proc.wait(timeout=30)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from devstack import children
 from devstack.kafka.broker import free_port
+from devstack.pipeline_process import descendant_pids
 from devstack.postgres.errors import PostgresStartError
 
 logger = logging.getLogger(__name__)
@@ -129,33 +130,52 @@ class PostgresHandle:
     def kill(self, timeout: float = 10.0) -> None:
         """SIGKILL every process of the server at once: a crash. Idempotent.
 
-        The whole process group (the postmaster leads it; its backends, WAL senders and
-        writers are in it), as a crash of the machine would, not the postmaster alone: a
-        backend busy in a statement notices its postmaster's death only later, and while it
-        keeps the shared memory attached the next start refuses to run. What the server had
-        written survives (the kernel still holds it); the next start replays the WAL.
+        The postmaster and every process it forked (backends, WAL senders, writers), as a crash
+        of the machine would, not the postmaster alone: a backend notices its postmaster's death
+        only later (a busy one after its statement), and while it keeps the shared memory
+        attached the next start refuses to run. Not by process group either: PostgreSQL makes
+        each child the leader of a session of its own (``setsid`` in ``InitPostmasterChild``),
+        so the postmaster's group holds only itself. It is stopped first, so that it forks
+        nothing between the listing of its children and their kill. What the server had written
+        survives (the kernel still holds it); the next start replays the WAL.
 
         Raises:
             PostgresStartError: a process of the server outlived ``timeout`` seconds.
         """
+        if not children.is_running(self.pid):
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGKILL)
-        children.kill(self.pid)
+            os.kill(self.pid, signal.SIGSTOP)
+        server = {
+            pid: started
+            for pid in [self.pid, *descendant_pids(self.pid)]
+            if (started := _started(pid))
+        }
+        for pid in server:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        children.kill(self.pid)  # reaps the postmaster, our child
         deadline = time.monotonic() + timeout
-        while _group_alive(self.pid):
+        while left := [pid for pid, started in server.items() if _started(pid) == started]:
             if time.monotonic() > deadline:
-                msg = f"postgres pid={self.pid}: a server process outlived SIGKILL {timeout}s"
+                msg = (
+                    f"postgres pid={self.pid}: server processes {left} outlived SIGKILL {timeout}s"
+                )
                 raise PostgresStartError(msg)
             time.sleep(0.05)
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while a process of process group ``pgid`` exists."""
+def _started(pid: int) -> str | None:
+    """When the live process ``pid`` started; ``None`` once it is gone or a zombie.
+
+    The start (``/proc/PID/stat`` field 22, clock ticks since boot) tells a PID reused since
+    apart. A zombie has released its memory; its new parent reaps it when it will.
+    """
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def _run_as() -> pwd.struct_passwd | None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from devstack.pipeline_process import descendant_pids
 from devstack.postgres import PostgresServer, PostgresStartError, find_pg_bin, start_postgres
 from devstack.ready import read_ready_line
 
@@ -59,19 +63,27 @@ def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
 ) -> None:
     server = PostgresServer(tmp_path / "pg")
     first = server.start()
+    busy_query = None
+    backends: dict[int, str] = {}
     try:
         with psycopg.connect(first.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE TABLE kept (id int primary key)")
             conn.execute("INSERT INTO kept VALUES (1)")
         open_txn = psycopg.connect(first.conninfo())
         open_txn.execute("INSERT INTO kept VALUES (2)")  # never committed
-        backend = open_txn.info.backend_pid
-        backend_started = _start_time(backend)
+        # A backend busy in a statement notices its postmaster's death only after it: each
+        # child is a session of its own, so a kill of the postmaster's group alone left it.
+        busy = psycopg.connect(first.conninfo(), autocommit=True)
+        busy_query = threading.Thread(target=_run_until_killed, args=(busy,), daemon=True)
+        busy_query.start()
+        _wait_active(first.conninfo(), busy.info.backend_pid)
+        backends.update((pid, _start_time(pid)) for pid in _server_processes(first.pid))
+        assert open_txn.info.backend_pid in backends
+        assert busy.info.backend_pid in backends
         server.kill()
         assert not first.is_running()
-        with pytest.raises(ProcessLookupError):
-            os.killpg(first.pid, 0)  # the backends died with the postmaster
-        assert not _alive(backend, backend_started)
+        alive = [pid for pid, started in backends.items() if _alive(pid, started)]
+        assert alive == [], "server processes outlived kill()"
         second = server.start()
         assert second.port == first.port
         with psycopg.connect(second.conninfo()) as conn:
@@ -80,6 +92,33 @@ def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
         assert "was interrupted" in log  # crash recovery, not a clean start
     finally:
         server.stop()
+        for pid, started in backends.items():  # what a failed kill() left, busy for minutes
+            if _alive(pid, started):
+                os.kill(pid, signal.SIGKILL)
+        if busy_query is not None:
+            busy_query.join(timeout=10)
+
+
+def _run_until_killed(conn: psycopg.Connection) -> None:
+    """A statement that runs for minutes, ended only by the server's death."""
+    with contextlib.suppress(psycopg.OperationalError):
+        conn.execute("SELECT count(*) FROM generate_series(1, 10000000000)")
+
+
+def _wait_active(conninfo: str, backend: int) -> None:
+    deadline = time.monotonic() + 30
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            query = "SELECT state FROM pg_stat_activity WHERE pid = %s"
+            if conn.execute(query, (backend,)).fetchone() == ("active",):
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"backend {backend} never started its statement")
+
+
+def _server_processes(postmaster: int) -> list[int]:
+    """The postmaster and every process below it."""
+    return [postmaster, *descendant_pids(postmaster)]
 
 
 def _alive(pid: int, started: str) -> bool:

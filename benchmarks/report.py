@@ -502,6 +502,8 @@ def write_report(res: dict[str, Any], out: Path, image_prefix: str = "") -> str:
                 f"; bare by slot {_f(flat['bare']['ratio'], '.2f')}, the pipeline above bare "
                 f"{_f(flat['above_bare']['ratio'], '.2f')}"
             )
+        if flat.get("full_collections"):
+            line += f"; {_full_collections(flat['full_collections'])}"
         summary.append(line)
     lat_rows = res.get("latency_vs_trigger")
     if lat_rows:
@@ -623,7 +625,22 @@ def _flat_section(flat: dict[str, Any]) -> list[str]:
             f"The pipeline above bare: {_f(above['ratio'], '.2f')} (round by round "
             f"{_ratios(above)})."
         )
+    if flat.get("full_collections"):
+        line += (
+            f" The driver JVM's {_full_collections(flat['full_collections'])}: at many "
+            "partitions each cached Kafka consumer keeps the rest of its last poll between "
+            'batches, which the collector promotes (docs/benchmarks.md, "Target 6: the '
+            "consumers' held records\")."
+        )
     return [*md, "", line, ""]
+
+
+def _full_collections(rows: list[dict[str, Any]]) -> str:
+    """``full collections in the pipeline runs, 4 / 64 partitions: 0 / 3 (0 / 700 ms)``."""
+    parts = " / ".join(str(r["partitions"]) for r in rows)
+    counts = " / ".join(str(r["count"]) for r in rows)
+    ms = " / ".join(str(r["ms"]) for r in rows)
+    return f"full collections in the pipeline runs, {parts} partitions: {counts} ({ms} ms)"
 
 
 #: The peer part's rows: (label, key in each system's run, format).

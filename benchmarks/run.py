@@ -585,6 +585,7 @@ class Bench:
         data = {shape: self.prefill(shape, rows, "flat") for shape in shapes}
         own: dict[int, list[float]] = {shape.partitions: [] for shape in shapes}
         bare: dict[int, list[float]] = {shape.partitions: [] for shape in shapes}
+        full_gc: dict[int, list[tuple[int, int]]] = {shape.partitions: [] for shape in shapes}
         # Run alone, the part starts a new session, whose first pipeline queries stay slower
         # for dozens of batches: the first rounds of three such runs read 1.83, 1.63 and 1.39
         # against ~1.1 after (12-06). Then a round left out warms the session, as the parts
@@ -608,17 +609,20 @@ class Bench:
                 q.wait_for_idle_consumers()
                 pipe = q.measure("pipeline", start, **kw)
                 cost = steady_own_us_per_row(pipe.as_dict(), read, s.flat_skip)
+                full = q.full_collections(pipe.extra.get("gc") or {})
                 which = "warm-up round (left out)" if r < 0 else f"round {r + 1}/{s.flat_rounds}"
                 log(
                     f"  {shape.label()}, {which}: own cost per row over batches "
                     f"{s.flat_skip + 1}-{pipe.batches}: pipeline {cost:.1f} us, bare by slot "
-                    f"{bare_cost:.1f} us"
+                    f"{bare_cost:.1f} us; the pipeline's full collections {full[0]} "
+                    f"({full[1]} ms)"
                 )
                 if r >= 0:
                     own[shape.partitions].append(cost)
                     bare[shape.partitions].append(bare_cost)
+                    full_gc[shape.partitions].append(full)
         self.results["flat"] = {
-            **flat_summary(own, s.flat_skip, s.flat_batches, bare),
+            **flat_summary(own, s.flat_skip, s.flat_batches, bare, full_gc),
             "warm_up_round": warm_up,
         }
 
@@ -891,15 +895,27 @@ def flat_summary(
     skip: int,
     batches: int,
     bare: dict[int, list[float]] | None = None,
+    full_gc: dict[int, list[tuple[int, int]]] | None = None,
 ) -> dict[str, Any]:
     """The steady pair's result: each shape's rounds and median, 64 ÷ 4 of the medians and
     round by round (each round's two shapes measured a minute apart at most).
 
     ``bare``: the own cost of bare ``applyInPandasWithState`` grouped by slot, the same
     rounds; then also ``above_bare``, the pipeline's own cost minus bare's, round by round:
-    what the product adds to Spark's stateful plan.
+    what the product adds to Spark's stateful plan. ``full_gc``: the driver JVM's full
+    collections (count, ms) in each pipeline run (``spark_queries.full_collections``).
     """
     summary: dict[str, Any] = {"skip": skip, "batches": batches, **_by_partitions(own)}
+    if full_gc:
+        summary["full_collections"] = [
+            {
+                "partitions": p,
+                "count": sum(n for n, _ in runs),
+                "ms": sum(ms for _, ms in runs),
+                "runs": len(runs),
+            }
+            for p, runs in sorted(full_gc.items())
+        ]
     if bare:
         summary["bare"] = _by_partitions(bare)
         summary["above_bare"] = _by_partitions(

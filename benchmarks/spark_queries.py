@@ -165,6 +165,43 @@ class QueryRun:
         }
 
 
+def jvm_collections() -> dict[str, tuple[int, int]]:
+    """The driver JVM's collectors: name -> (collections, ms) since it started; {} without one.
+
+    On a local master the driver's JVM runs the tasks, so this is the whole query's.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return {}
+    beans = sc._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    return {
+        str(bean.getName()): (int(bean.getCollectionCount()), int(bean.getCollectionTime()))
+        for bean in beans
+    }
+
+
+def collections_between(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+) -> dict[str, dict[str, int]]:
+    """What each collector did between two :func:`jvm_collections`: ``{name: {count, ms}}``."""
+    return {
+        name: {"count": count - before.get(name, (0, 0))[0], "ms": ms - before.get(name, (0, 0))[1]}
+        for name, (count, ms) in after.items()
+    }
+
+
+def full_collections(gc: dict[str, dict[str, int]]) -> tuple[int, int]:
+    """(collections, ms) of the old generation's collectors in :func:`collections_between`.
+
+    The parallel collector's ``PS MarkSweep`` (every one a full, stop-the-world collection),
+    G1's ``G1 Old Generation``; not young or concurrent ones.
+    """
+    old = [v for name, v in gc.items() if "MarkSweep" in name or "Old Generation" in name]
+    return sum(v["count"] for v in old), sum(v["ms"] for v in old)
+
+
 def measure(
     name: str,
     start: Callable[[str], StreamingQuery],
@@ -196,6 +233,7 @@ def measure(
     me = os.getpid()
     threads0 = jvm_threads(me)
     cpu0 = cpu_by_role(me, driver=me)
+    gc0 = jvm_collections()
     t0 = time.time()
     query = start(checkpoint)
     deadline = time.monotonic() + timeout_s
@@ -216,6 +254,7 @@ def measure(
         threads = jvm_threads(me)
         by_role = cpu_delta(cpu0, cpu_by_role(me, driver=me))
         by_thread = jvm_cpu_by_thread(threads0, threads, by_role.get("jvm", 0.0))
+        gc = collections_between(gc0, jvm_collections())
     finally:
         query.stop()
         drop_listeners()
@@ -241,6 +280,10 @@ def measure(
         # thread, the JIT compilers (a fresh JVM compiles for minutes), the collector.
         "jvm_cpu_s_by_thread": {kind: round(s, 3) for kind, s in sorted(by_thread.items())},
         "settle_ms": round(tail_ms, 1),
+        # The driver JVM's collectors over the query (with its first batches): a full
+        # collection stops both cores for ~0.2-0.3 s (docs/benchmarks.md, "Target 6: the
+        # consumers' held records").
+        "gc": gc,
     }
     # Batches after the first (warm: consumers, Python workers and plans exist): the rate a
     # running pipeline keeps, without the first batch's one-off start.

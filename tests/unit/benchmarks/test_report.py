@@ -16,6 +16,7 @@ from benchmarks.run import (
     steady_own_us_per_row,
     steady_us_per_record,
 )
+from benchmarks.spark_queries import collections_between, full_collections
 
 pytestmark = pytest.mark.unit
 
@@ -396,3 +397,36 @@ def test_a_round_a_system_did_not_finish_has_no_ratio() -> None:
          "ours": peer_run(15_000, 20_000, 12_000)},
     ]  # fmt: skip
     assert side_by_side(rounds)["ratios_by_round"]["rows_per_s_after_ready"] == [0.5]
+
+
+def test_the_flat_pair_counts_the_pipelines_full_collections(tmp_path: Path) -> None:
+    flat = flat_summary(
+        {64: [120.0, 110.0], 4: [100.0, 100.0]},
+        10,
+        45,
+        full_gc={64: [(1, 250), (2, 450)], 4: [(0, 0), (0, 0)]},
+    )
+    assert flat["full_collections"] == [
+        {"partitions": 4, "count": 0, "ms": 0, "runs": 2},
+        {"partitions": 64, "count": 3, "ms": 700, "runs": 2},
+    ]
+    summary = write_report({"flat": flat}, tmp_path)
+    assert "full collections in the pipeline runs, 4 / 64 partitions: 0 / 3 (0 / 700 ms)" in summary
+    report = (tmp_path / "report.md").read_text()
+    assert "The driver JVM's full collections in the pipeline runs" in report
+
+
+def test_only_the_old_generations_collectors_are_full_collections() -> None:
+    before = {"PS Scavenge": (10, 100), "PS MarkSweep": (1, 200)}
+    after = {"PS Scavenge": (14, 160), "PS MarkSweep": (3, 650)}
+    assert collections_between(before, after) == {
+        "PS Scavenge": {"count": 4, "ms": 60},
+        "PS MarkSweep": {"count": 2, "ms": 450},
+    }
+    assert full_collections(collections_between(before, after)) == (2, 450)
+    g1 = {
+        "G1 Young Generation": {"count": 9, "ms": 90},
+        "G1 Concurrent GC": {"count": 2, "ms": 5},
+        "G1 Old Generation": {"count": 1, "ms": 300},
+    }
+    assert full_collections(g1) == (1, 300)

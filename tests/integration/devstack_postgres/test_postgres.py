@@ -77,7 +77,7 @@ def test_kill_crashes_every_server_process_and_start_recovers_committed_work(
         busy_query = threading.Thread(target=_run_until_killed, args=(busy,), daemon=True)
         busy_query.start()
         _wait_active(first.conninfo(), busy.info.backend_pid)
-        backends.update((pid, _start_time(pid)) for pid in _server_processes(first.pid))
+        backends.update(_server_processes(first.pid))
         assert open_txn.info.backend_pid in backends
         assert busy.info.backend_pid in backends
         server.kill()
@@ -116,27 +116,29 @@ def _wait_active(conninfo: str, backend: int) -> None:
     raise AssertionError(f"backend {backend} never started its statement")
 
 
-def _server_processes(postmaster: int) -> list[int]:
-    """The postmaster and every process below it."""
-    return [postmaster, *descendant_pids(postmaster)]
+def _server_processes(postmaster: int) -> dict[int, str]:
+    """The postmaster and every live process below it, each with its start time (the
+    ``/proc/PID/stat`` field 22, clock ticks since boot). A child that exits between the
+    listing and its read is left out: a connection just closed, an autovacuum worker.
+    """
+    out: dict[int, str] = {}
+    for pid in [postmaster, *descendant_pids(postmaster)]:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            out[pid] = _stat(pid)[19]
+    return out
 
 
 def _alive(pid: int, started: str) -> bool:
-    """True while the process ``pid`` that started at ``started`` (:func:`_start_time`) runs.
+    """True while the process ``pid`` that started at ``started`` runs.
 
     A zombie waiting for its new parent to reap it does not. Nor does another process that got
     the pid since (pids wrap at 32,768 here, and a test run starts thousands of processes).
     """
     try:
         fields = _stat(pid)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return fields[0] != "Z" and fields[19] == started
-
-
-def _start_time(pid: int) -> str:
-    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
-    return _stat(pid)[19]
 
 
 def _stat(pid: int) -> list[str]:

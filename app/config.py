@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 
 from app.kafka_client_configs import CONSUMER_CONFIGS, KAFKA_CLIENTS_VERSION
-from app.source import CONSUMER_DEFAULTS
+from app.source import CONSUMER_DEFAULTS, KAFKA_POLL_RECORDS, POLL_RECORDS_KEY
 from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings, Targets
@@ -117,6 +117,8 @@ class SourceSettings:
     fail_on_data_loss: bool
     max_read_tasks: int = 0
     extra_options: Mapping[str, str] = field(default_factory=dict)
+    #: ``max.poll.records`` unless ``extra_options`` names it; sized at start (app/main.py).
+    poll_records: int = KAFKA_POLL_RECORDS
     envelope: Literal["txn", "debezium", "maxwell"] = "txn"
     debezium: DebeziumSettings | None = None
     on_lost_checkpoint: Literal["resume", "fail", "ignore"] = "resume"
@@ -142,6 +144,7 @@ class SourceSettings:
             "maxOffsetsPerTrigger": str(self.max_offsets_per_trigger),
             "failOnDataLoss": str(self.fail_on_data_loss).lower(),
             **CONSUMER_DEFAULTS,
+            POLL_RECORDS_KEY: str(self.poll_records),
         }
         options.update(self.extra_options)
         return options

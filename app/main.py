@@ -143,7 +143,9 @@ def _run_query(
     spark.sparkContext.setLogLevel("WARN")
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
     topic_ids, partitions = describe_topics(config.source)
-    config = fit_txn_bytes(spark, config, sum(len(p) for p in partitions.values()))
+    partition_count = sum(len(p) for p in partitions.values())
+    config = fit_txn_bytes(spark, config, partition_count)
+    config = size_polls(config, partition_count, *_heap(spark))
     committed = sink.committed_offsets()
     # What an earlier run made visible is emitted: an idle partition is not an open one.
     reporter.emitted_before(committed)
@@ -245,12 +247,19 @@ def _await(
     return None
 
 
-def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> AppConfig:
-    """``max-txn-bytes`` no larger than the executors' heap holds (app/memory.py)."""
-    from app.memory import STATE_FACTOR, executor_heap, txn_bytes_budget
+def _heap(spark: SparkSession) -> tuple[int, int, str]:
+    """(heap bytes, executors, the setting it came from) of the session's executors."""
+    from app.memory import executor_heap
 
     sc = spark.sparkContext
-    heap, executors, key = executor_heap(sc.master or "", dict(sc.getConf().getAll()))
+    return executor_heap(sc.master or "", dict(sc.getConf().getAll()))
+
+
+def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> AppConfig:
+    """``max-txn-bytes`` no larger than the executors' heap holds (app/memory.py)."""
+    from app.memory import STATE_FACTOR, txn_bytes_budget
+
+    heap, executors, key = _heap(spark)
     budget = txn_bytes_budget(heap, executors, partitions)
     current = config.assembler.max_txn_bytes
     if _lookup(config.raw, "assembler.max-txn-bytes"):
@@ -281,6 +290,48 @@ def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> Ap
     if source.debezium is not None:
         source = replace(source, debezium=replace(source.debezium, core=assembler))
     return replace(config, assembler=assembler, source=source)
+
+
+def size_polls(
+    config: AppConfig, partitions: int, heap: int, executors: int, heap_key: str
+) -> AppConfig:
+    """Polls of each partition's share of a batch where the heap holds them (app/source.py)."""
+    from app.memory import KAFKA_FETCH_BYTES, POLL_FACTOR, polls_fit
+    from app.source import KAFKA_POLL_RECORDS, POLL_RECORDS_KEY, poll_records
+
+    source = config.source
+    if POLL_RECORDS_KEY in source.extra_options:
+        return config
+    polls = poll_records(source.max_offsets_per_trigger, partitions)
+    fetch_text = source.extra_options.get("kafka.max.partition.fetch.bytes", "")
+    # A value that is not a number is Kafka's to refuse, by name, when the query starts.
+    fetch = int(fetch_text) if fetch_text.isdigit() else KAFKA_FETCH_BYTES
+    if polls > KAFKA_POLL_RECORDS and not polls_fit(heap, executors, partitions, fetch):
+        log.info(
+            "%s=%d: %d partition(s) each holding a fetch of %d bytes between batches "
+            "(~%.0fx as Java objects) do not fit in a tenth of %s=%d MiB; set "
+            "source.options.%s to choose",
+            POLL_RECORDS_KEY,
+            KAFKA_POLL_RECORDS,
+            partitions,
+            fetch,
+            POLL_FACTOR,
+            heap_key,
+            heap // 2**20,
+            POLL_RECORDS_KEY,
+        )
+        return config
+    log.info(
+        "%s=%d: source.max-offsets-per-trigger=%d over %d partition(s), at least Kafka's %d "
+        "(set source.options.%s to choose)",
+        POLL_RECORDS_KEY,
+        polls,
+        source.max_offsets_per_trigger,
+        partitions,
+        KAFKA_POLL_RECORDS,
+        POLL_RECORDS_KEY,
+    )
+    return replace(config, source=replace(source, poll_records=polls))
 
 
 def _lookup(tree: object, dotted: str) -> str:

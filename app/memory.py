@@ -13,6 +13,11 @@ a single partition on a 1 GiB heap only, so unless ``assembler.max-txn-bytes`` i
 pipeline lowers it to what the heap holds, and it warns when a configured value does not fit.
 ``source.max-offsets-per-trigger`` counts records, not bytes (Spark's Kafka source has no byte
 bound): a batch reads at most that many records times their size.
+
+Kafka polls the size of a batch's share (app/source.py) leave each cached consumer holding what
+its batch did not use of its last fetch, as Java objects: up to ``max.partition.fetch.bytes``
+times ``POLL_FACTOR`` per partition. They are used only where that fits in ``POLL_HEAP_SHARE``
+of the heap.
 """
 
 from __future__ import annotations
@@ -28,6 +33,13 @@ log = logging.getLogger(__name__)
 STATE_FACTOR = 2.4
 #: Share of the executor heap open transactions may take.
 HEAP_SHARE = 0.5
+#: Heap bytes per fetched byte a poll hands over: the records' byte arrays and objects, and
+#: the consumer's next fetch beside them (an upper estimate; not measured).
+POLL_FACTOR = 3.0
+#: Share of the executor heap the consumers' held polls may take.
+POLL_HEAP_SHARE = 0.1
+#: Kafka's ``max.partition.fetch.bytes`` default.
+KAFKA_FETCH_BYTES = 1_048_576
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
@@ -55,3 +67,9 @@ def txn_bytes_budget(heap: int, executors: int, partitions: int) -> int:
     """The largest open transaction per partition the heap holds with all of them open."""
     groups = max(1, math.ceil(max(1, partitions) / executors))
     return int(heap * HEAP_SHARE / (groups * STATE_FACTOR))
+
+
+def polls_fit(heap: int, executors: int, partitions: int, fetch_bytes: int) -> bool:
+    """Whether each partition's consumer may hold a whole fetch between batches."""
+    groups = math.ceil(max(1, partitions) / executors)
+    return groups * fetch_bytes * POLL_FACTOR <= heap * POLL_HEAP_SHARE

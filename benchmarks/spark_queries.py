@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from app.source import CONSUMER_DEFAULTS, FORMAT, read_kafka_stream
+from app.memory import KAFKA_FETCH_BYTES, polls_fit
+from app.source import (
+    CONSUMER_DEFAULTS,
+    FORMAT,
+    KAFKA_POLL_RECORDS,
+    POLL_RECORDS_KEY,
+    poll_records,
+    read_kafka_stream,
+)
 from benchmarks.procstat import cpu_by_role, cpu_delta, jvm_cpu_by_thread, jvm_threads
 from benchmarks.workload import DATABASE, TABLE, Produced, Shape
 
@@ -54,6 +62,9 @@ SOURCE = FORMAT
 CHECKPOINT_ROOT: str | None = None
 
 T = TypeVar("T")
+
+#: The benchmark session's heap: Spark's default ``spark.driver.memory`` (:func:`make_session`).
+BENCH_HEAP = 2**30
 
 
 #: How long a stopped query's Kafka consumers stay cached in the benchmark session, and how
@@ -384,14 +395,33 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def topic_partitions(bootstrap: str, topic: str) -> int:
+    """How many partitions ``topic`` has (0 if the broker does not know it)."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    found = metadata.topics.get(topic)
+    return len(found.partitions) if found is not None and found.error is None else 0
+
+
+def bench_poll_records(max_offsets: int, partitions: int) -> int:
+    """``max.poll.records`` as ``app.main.size_polls`` sizes it for the bench's 1 GiB heap."""
+    if polls_fit(BENCH_HEAP, 1, partitions, KAFKA_FETCH_BYTES):
+        return poll_records(max_offsets, partitions)
+    return KAFKA_POLL_RECORDS
+
+
 def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, str]:
+    # The app's own consumer defaults (app/source.py), its poll size included.
+    polls = bench_poll_records(max_offsets, topic_partitions(bootstrap, topic))
     return {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
         "startingOffsets": "earliest",
         "maxOffsetsPerTrigger": str(max_offsets),
         "failOnDataLoss": "true",
-        **CONSUMER_DEFAULTS,  # the app's own consumer defaults (app/source.py)
+        **CONSUMER_DEFAULTS,
+        POLL_RECORDS_KEY: str(polls),
     }
 
 
@@ -605,6 +635,7 @@ def pipeline_config(
     stack: LocalStack, topic: str, checkpoint: str, name: str, extra: list[str]
 ) -> Any:
     from app.config import load_config
+    from app.main import size_polls
     from devstack.stack import LOCAL_CONFIG
 
     overrides = [
@@ -614,7 +645,11 @@ def pipeline_config(
         "pipeline.progress=quiet",
         *extra,
     ]
-    return load_config(str(LOCAL_CONFIG), overrides, {})
+    # Sized for the topic as app/main.py sizes it at start.
+    config = load_config(str(LOCAL_CONFIG), overrides, {})
+    return size_polls(
+        config, topic_partitions(stack.bootstrap, topic), BENCH_HEAP, 1, "spark.driver.memory"
+    )
 
 
 def pipeline(

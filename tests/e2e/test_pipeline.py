@@ -225,4 +225,6 @@ def test_a_commit_behind_that_fails_restarts_the_query_in_process_exactly_once(
     assert "query restarts to replay a batch whose commit failed" in log, log[-3000:]
     assert "COMMIT_BEHIND_FAILED" in log
     assert log.count("query started") == 2  # one process, the query started twice
+    # Polls sized to the batch's share of each partition (app/source.py).
+    assert "kafka.max.poll.records=100000: source.max-offsets-per-trigger=200000 over 2 part" in log
     assert_exact(stack, result.truth, watcher)

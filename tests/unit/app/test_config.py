@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from app.config import load_config
+from app.main import size_polls
+from app.source import poll_records
 from common.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -120,6 +122,56 @@ def test_consumers_do_not_wait_out_the_brokers_long_poll(conf_file: Path) -> Non
     assert mine.source.reader_options()["kafka.fetch.max.wait.ms"] == "200"
     # The driver's librdkafka calls take no Java consumer default.
     assert "fetch.max.wait.ms" not in load_config(conf_file).source.client_settings()
+
+
+@pytest.mark.parametrize(
+    ("max_offsets", "partitions", "expected"),
+    [
+        (200_000, 4, 50_000),  # the batch's share of each partition: one poll a batch
+        (200_001, 4, 50_001),  # rounded up, never a second poll for the last records
+        (3_000, 64, 500),  # small shares keep Kafka's default
+        (200_000, 0, 500),  # partitions not counted (before start)
+    ],
+)
+def test_polls_are_the_batchs_share_of_a_partition_at_least_kafkas_default(
+    max_offsets: int, partitions: int, expected: int
+) -> None:
+    assert poll_records(max_offsets, partitions) == expected
+
+
+def test_reader_polls_follow_the_partitions_counted_at_start(conf_file: Path) -> None:
+    config = load_config(conf_file, ["source.max-offsets-per-trigger=200000"])
+    assert config.source.reader_options()["kafka.max.poll.records"] == "500"
+    sized = size_polls(config, 8, 2**30, 1, "spark.driver.memory")
+    assert sized.source.reader_options()["kafka.max.poll.records"] == "25000"
+    # A user's value wins, whatever the partitions.
+    mine = load_config(
+        conf_file,
+        ["source.max-offsets-per-trigger=200000", "source.options.kafka.max.poll.records=700"],
+    )
+    sized_mine = size_polls(mine, 8, 2**30, 1, "spark.driver.memory")
+    assert sized_mine.source.reader_options()["kafka.max.poll.records"] == "700"
+    # The driver's librdkafka calls take no Java consumer default.
+    assert "max.poll.records" not in sized.source.client_settings()
+
+
+def test_polls_keep_kafkas_default_where_the_heap_cannot_hold_a_fetch_per_partition(
+    conf_file: Path,
+) -> None:
+    # 64 partitions each holding a 1 MiB fetch (x3 as objects) pass a tenth of 1 GiB.
+    config = load_config(conf_file, ["source.max-offsets-per-trigger=200000"])
+    assert size_polls(config, 64, 2**30, 1, "h").source.poll_records == 500
+    # Spread over 2 executors, or with 4 GiB, or with smaller fetches, they fit.
+    assert size_polls(config, 64, 2**30, 2, "h").source.poll_records == 3125
+    assert size_polls(config, 64, 2**32, 1, "h").source.poll_records == 3125
+    small = load_config(
+        conf_file,
+        [
+            "source.max-offsets-per-trigger=200000",
+            "source.options.kafka.max.partition.fetch.bytes=262144",
+        ],
+    )
+    assert size_polls(small, 64, 2**30, 1, "h").source.poll_records == 3125
 
 
 def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:

@@ -296,17 +296,18 @@ def size_polls(
     config: AppConfig, partitions: int, heap: int, executors: int, heap_key: str
 ) -> AppConfig:
     """Polls of each partition's share of a batch where the heap holds them (app/source.py)."""
-    from app.memory import KAFKA_FETCH_BYTES, POLL_FACTOR, polls_fit
+    from app.memory import KAFKA_FETCH_BYTES, POLL_FACTOR, held_poll_records
     from app.source import KAFKA_POLL_RECORDS, POLL_RECORDS_KEY, poll_records
 
     source = config.source
     if POLL_RECORDS_KEY in source.extra_options:
         return config
-    polls = poll_records(source.max_offsets_per_trigger, partitions)
+    share = poll_records(source.max_offsets_per_trigger, partitions)
     fetch_text = source.extra_options.get("kafka.max.partition.fetch.bytes", "")
     # A value that is not a number is Kafka's to refuse, by name, when the query starts.
     fetch = int(fetch_text) if fetch_text.isdigit() else KAFKA_FETCH_BYTES
-    if polls > KAFKA_POLL_RECORDS and not polls_fit(heap, executors, partitions, fetch):
+    polls = held_poll_records(share, heap, executors, partitions, fetch)
+    if polls < share:
         log.info(
             "%s=%d: %d partition(s) each holding a fetch of %d bytes between batches "
             "(~%.0fx as Java objects) do not fit in a tenth of %s=%d MiB; set "

@@ -27,6 +27,8 @@ import math
 import re
 from collections.abc import Mapping
 
+from app.source import KAFKA_POLL_RECORDS
+
 log = logging.getLogger(__name__)
 
 #: State-store bytes per buffered byte of an open transaction (measured, docs/assembler.md).
@@ -70,7 +72,11 @@ def txn_bytes_budget(heap: int, executors: int, partitions: int) -> int:
     return int(heap * HEAP_SHARE / (groups * STATE_FACTOR))
 
 
-def polls_fit(heap: int, executors: int, partitions: int, fetch_bytes: int) -> bool:
-    """Whether each partition's consumer may hold a whole fetch between batches."""
+def held_poll_records(
+    share: int, heap: int, executors: int, partitions: int, fetch_bytes: int
+) -> int:
+    """``share`` records a poll where the heap holds a fetch per partition, else Kafka's 500."""
     groups = math.ceil(max(1, partitions) / executors)
-    return groups * fetch_bytes * POLL_FACTOR <= heap * POLL_HEAP_SHARE
+    if share <= KAFKA_POLL_RECORDS or groups * fetch_bytes * POLL_FACTOR <= heap * POLL_HEAP_SHARE:
+        return share
+    return KAFKA_POLL_RECORDS

@@ -42,7 +42,7 @@ def poll_records(max_offsets: int, partitions: int) -> int:
     (200,000-record batches: 7-16 % more rows/s, docs/benchmarks.md). A poll hands over no
     more than the consumer has fetched, and a cached consumer keeps what its batch left of it:
     at most one fetch per partition, used only where the heap holds that (app/memory.py,
-    ``polls_fit``; app/main.py, ``size_polls``). Small shares keep 500:
+    ``held_poll_records``; app/main.py, ``size_polls``). Small shares keep 500:
     a poll per batch and partition is what a live stream pays anyway, and a smaller one made
     every task poll again within its batch (64 partitions, docs/benchmarks.md).
     """

@@ -36,15 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from app.memory import KAFKA_FETCH_BYTES, polls_fit
-from app.source import (
-    CONSUMER_DEFAULTS,
-    FORMAT,
-    KAFKA_POLL_RECORDS,
-    POLL_RECORDS_KEY,
-    poll_records,
-    read_kafka_stream,
-)
+from app.memory import KAFKA_FETCH_BYTES, held_poll_records
+from app.source import CONSUMER_DEFAULTS, FORMAT, POLL_RECORDS_KEY, poll_records, read_kafka_stream
 from benchmarks.procstat import cpu_by_role, cpu_delta, jvm_cpu_by_thread, jvm_threads
 from benchmarks.workload import DATABASE, TABLE, Produced, Shape
 
@@ -395,25 +388,13 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int:
-    """How many partitions ``topic`` has (0 if the broker does not know it)."""
-    from confluent_kafka.admin import AdminClient
-
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    found = metadata.topics.get(topic)
-    return len(found.partitions) if found is not None and found.error is None else 0
-
-
-def bench_poll_records(max_offsets: int, partitions: int) -> int:
-    """``max.poll.records`` as ``app.main.size_polls`` sizes it for the bench's 1 GiB heap."""
-    if polls_fit(BENCH_HEAP, 1, partitions, KAFKA_FETCH_BYTES):
-        return poll_records(max_offsets, partitions)
-    return KAFKA_POLL_RECORDS
-
-
 def source_options(bootstrap: str, topic: str, max_offsets: int) -> dict[str, str]:
-    # The app's own consumer defaults (app/source.py), its poll size included.
-    polls = bench_poll_records(max_offsets, topic_partitions(bootstrap, topic))
+    # The app's own consumer defaults (app/source.py), its poll size as app/main.py sizes it.
+    from devstack.kafka import topic_partitions
+
+    partitions = topic_partitions(bootstrap, topic)
+    share = poll_records(max_offsets, partitions)
+    polls = held_poll_records(share, BENCH_HEAP, 1, partitions, KAFKA_FETCH_BYTES)
     return {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
@@ -636,6 +617,7 @@ def pipeline_config(
 ) -> Any:
     from app.config import load_config
     from app.main import size_polls
+    from devstack.kafka import topic_partitions
     from devstack.stack import LOCAL_CONFIG
 
     overrides = [

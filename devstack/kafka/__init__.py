@@ -3,7 +3,13 @@
 Used by tests, benchmarks and ``python -m devstack.kafka``; product code never imports it.
 """
 
-from devstack.kafka.admin import add_partitions, create_topic, produce, wait_until_ready
+from devstack.kafka.admin import (
+    add_partitions,
+    create_topic,
+    produce,
+    topic_partitions,
+    wait_until_ready,
+)
 from devstack.kafka.broker import (
     BrokerHandle,
     KafkaBroker,
@@ -25,5 +31,6 @@ __all__ = [
     "free_port",
     "produce",
     "start_broker",
+    "topic_partitions",
     "wait_until_ready",
 ]

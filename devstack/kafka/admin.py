@@ -63,11 +63,20 @@ def add_partitions(bootstrap: str, name: str, total: int, timeout: float = 15.0)
     _wait_partitions(admin, name, total, timeout)
 
 
+def topic_partitions(bootstrap: str, name: str, timeout: float = 10.0) -> int:
+    """How many partitions topic ``name`` has (0 if the broker does not know it)."""
+    return _partition_count(AdminClient({"bootstrap.servers": bootstrap}), name, timeout)
+
+
+def _partition_count(admin: AdminClient, name: str, timeout: float) -> int:
+    topic = admin.list_topics(name, timeout=timeout).topics.get(name)
+    return len(topic.partitions) if topic is not None and topic.error is None else 0
+
+
 def _wait_partitions(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=timeout).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) >= partitions:
+        if _partition_count(admin, name, timeout) >= partitions:
             return
         time.sleep(0.05)
     msg = f"topic {name} does not show {partitions} partitions after {timeout:.0f}s"

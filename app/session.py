@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 #: Spark's list of sources read through their v1 API although they have a DSv2 reader.
 KAFKA_V2_OFF = "spark.sql.streaming.disabledV2MicroBatchReaders"
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: The size of a piece of a broadcast, and of the buffer Spark serializes each one into.
+BROADCAST_PIECE = "spark.broadcast.blockSize"
 
 #: The driver JVM's options (spark-submit.sh passes the same).
 DRIVER_JAVA_OPTIONS = "-Xss8m -XX:+UseParallelGC"
@@ -49,6 +51,12 @@ BASE_CONF = {
     # (benchmarks.kafka_reader). The checkpoint's offsets are the same either way, so a
     # checkpoint moves between them (docs/kafka-source.md); "" here goes back to DSv2.
     KAFKA_V2_OFF: KAFKA_PROVIDER,
+    # Spark broadcasts each stage's task binary, and the state store's Hadoop configuration,
+    # through a buffer the size of one broadcast piece: 4 MiB by default, allocated and zeroed
+    # for the 10-40 KiB each of these takes, three a micro-batch. In 1,200-record batches that
+    # was a quarter of all the driver JVM allocated (docs/benchmarks.md, "Changes that paid").
+    # 256 KiB still holds each of them in one piece for executors to fetch.
+    BROADCAST_PIECE: "256k",
 }
 
 # For a checkpoint on the local disk only. Spark's default (FileContext) manager renames

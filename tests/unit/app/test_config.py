@@ -385,3 +385,11 @@ def test_driver_jvm_uses_the_parallel_collector_unless_the_user_says_otherwise(
         conf_file, ["spark.master=local[2]", f"spark.conf.{key}=-Xss16m -XX:+UseG1GC"]
     )
     assert session_conf(mine)[key] == "-Xss16m -XX:+UseG1GC"
+
+
+def test_broadcasts_go_in_small_pieces_unless_the_user_says_otherwise(conf_file: Path) -> None:
+    from app.session import BROADCAST_PIECE, session_conf
+
+    assert session_conf(load_config(conf_file, []))[BROADCAST_PIECE] == "256k"
+    mine = load_config(conf_file, [f"spark.conf.{BROADCAST_PIECE}=4m"])
+    assert session_conf(mine)[BROADCAST_PIECE] == "4m"

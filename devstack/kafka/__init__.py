@@ -7,6 +7,7 @@ from devstack.kafka.admin import (
     add_partitions,
     create_topic,
     produce,
+    produce_by_partition,
     topic_partitions,
     wait_until_ready,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "create_topic",
     "free_port",
     "produce",
+    "produce_by_partition",
     "start_broker",
     "topic_partitions",
     "wait_until_ready",

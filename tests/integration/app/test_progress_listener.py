@@ -11,7 +11,7 @@ import pytest
 
 from app.progress import ProgressListener, ProgressReporter
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker, produce
+from devstack.kafka import KafkaBroker, produce_by_partition
 from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
@@ -48,8 +48,7 @@ def test_each_batch_of_its_query_reaches_the_reporter_with_its_end_offsets(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(2)
-    for partition, count in ((0, 3), (1, 2)):
-        produce(kafka_broker.bootstrap, topic, [b"x"] * count, partition=partition)
+    produce_by_partition(kafka_broker.bootstrap, topic, {0: [b"x"] * 3, 1: [b"x"] * 2})
     options = from_start(kafka_broker.bootstrap, topic)
     reporter = _Recording()
     listener = ProgressListener(reporter, "ours")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker, produce
+from devstack.kafka import KafkaBroker, produce_by_partition
 from tests.fixtures.kafka import from_start
 
 pytestmark = pytest.mark.integration
@@ -36,8 +36,7 @@ def test_batches_after_the_first_build_no_new_consumers(
     spark: Any, kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(PARTITIONS)
-    for partition in range(PARTITIONS):
-        produce(kafka_broker.bootstrap, topic, [b"x"] * 3, partition=partition)
+    produce_by_partition(kafka_broker.bootstrap, topic, {p: [b"x"] * 3 for p in range(PARTITIONS)})
     options = {
         **from_start(kafka_broker.bootstrap, topic),
         "maxOffsetsPerTrigger": str(PARTITIONS),  # one record per partition and batch

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack.kafka import KafkaBroker, produce
+from devstack.kafka import KafkaBroker, produce_by_partition
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +25,8 @@ def test_local_cluster_executors_read_every_record_once(
     kafka_broker: KafkaBroker, unique_topic: Callable[[int], str], tmp_path: Path
 ) -> None:
     topic = unique_topic(4)
-    for partition in range(4):
-        values = [f"{partition}-{i}".encode() for i in range(25)]
-        produce(kafka_broker.bootstrap, topic, values, partition=partition)
+    values = {p: [f"{p}-{i}".encode() for i in range(25)] for p in range(4)}
+    produce_by_partition(kafka_broker.bootstrap, topic, values)
     output = tmp_path / "out.json"
 
     proc = subprocess.run(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker, produce
+from devstack.kafka import KafkaBroker, produce_by_partition
 from tests.fixtures.kafka import from_start, partition_counts
 
 pytestmark = pytest.mark.integration
@@ -34,8 +34,7 @@ def test_a_checkpoint_written_with_one_task_per_partition_resumes_merged(
     options = from_start(kafka_broker.bootstrap, topic)
 
     def fill() -> None:
-        for partition in range(6):
-            produce(kafka_broker.bootstrap, topic, [b"x"] * 10, partition=partition)
+        produce_by_partition(kafka_broker.bootstrap, topic, {p: [b"x"] * 10 for p in range(6)})
 
     fill()
     # Before source.max-read-tasks: the connector's DataFrame as it comes.

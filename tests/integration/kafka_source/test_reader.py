@@ -11,7 +11,7 @@ import pytest
 
 from app.session import BASE_CONF, KAFKA_V2_OFF
 from app.source import read_kafka_stream
-from devstack.kafka import KafkaBroker, produce
+from devstack.kafka import KafkaBroker, produce_by_partition
 from tests.fixtures.kafka import from_start, partition_counts
 
 pytestmark = pytest.mark.integration
@@ -36,8 +36,7 @@ def _counts(spark: Any, options: dict[str, str], checkpoint: Path) -> tuple[dict
 
 
 def _fill(bootstrap: str, topic: str) -> None:
-    for partition in range(PARTITIONS):
-        produce(bootstrap, topic, [b"x"] * 10, partition=partition)
+    produce_by_partition(bootstrap, topic, {p: [b"x"] * 10 for p in range(PARTITIONS)})
 
 
 def test_the_apps_session_reads_through_the_v1_source(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.procstat import window_cpu_seconds
-from devstack.kafka.admin import create_topic, produce
+from devstack.kafka.admin import create_topic, produce, produce_by_partition
 from devstack.pipeline_process import PipelineProcess
 from devstack.stack import LOCAL_CONFIG, LocalStack, wait_caught_up
 
@@ -71,9 +71,8 @@ def idle_window(
 ) -> dict[str, Any]:
     """One pipeline on ``stack`` (its demo tables created, no topic ``TOPIC`` yet), idle."""
     create_topic(stack.bootstrap, TOPIC, 2)
-    for p in (0, 1):
-        values = [v for i in range(5) for v in order_txn(p * 100 + i)]
-        produce(stack.bootstrap, TOPIC, values, partition=p, key=b"k")
+    values = {p: [v for i in range(5) for v in order_txn(p * 100 + i)] for p in (0, 1)}
+    produce_by_partition(stack.bootstrap, TOPIC, values, key=b"k")
     overrides = stack.pipeline_overrides(TOPIC, workdir / "checkpoint", NAME)
     extra = [f"starrocks.sink.buffer-flush.interval-ms={trigger_ms}", *settings]
     proc = PipelineProcess(LOCAL_CONFIG, [*overrides, *extra], workdir / "pipeline.log")

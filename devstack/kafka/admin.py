@@ -83,6 +83,10 @@ def _wait_partitions(admin: AdminClient, name: str, partitions: int, timeout: fl
     raise BrokerClientError(msg)
 
 
+#: librdkafka's ``RD_KAFKA_PARTITION_UA``, the producer's default: its partitioner chooses.
+ANY_PARTITION = -1
+
+
 def produce(
     bootstrap: str,
     topic: str,
@@ -141,16 +145,13 @@ def produce_by_partition(
         for value in partition_values:
             while True:
                 try:
-                    if partition is None:
-                        producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                    else:
-                        producer.produce(
-                            topic,
-                            value=value,
-                            key=key,
-                            partition=partition,
-                            on_delivery=on_delivery,
-                        )
+                    producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        partition=ANY_PARTITION if partition is None else partition,
+                        on_delivery=on_delivery,
+                    )
                     break
                 except BufferError:
                     # Local queue full: serve delivery reports to make room, then retry.

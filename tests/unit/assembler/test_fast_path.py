@@ -169,6 +169,14 @@ def test_the_scanner_leaves_a_held_transaction_it_cannot_judge_to_the_machine() 
             b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}","x":"\xff"}',
             "not UTF-8 in a field the scanner ignores",
         ),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}","x":"\\ud800"}',
+            "a lone surrogate in a field the scanner ignores",
+        ),
+        (
+            b'{"txn_id":"a","type":"DATA","database":"shop","table":"orders","row":"{}","x":{"\\ud800":1}}',
+            "a lone surrogate in a key the scanner ignores",
+        ),
         (None, "tombstone"),
     ],
 )
@@ -255,7 +263,7 @@ def _data_value(rnd: random.Random, txn_id: str) -> bytes:
     if rnd.random() < 0.05:  # invalid UTF-8 (0xff) in a field nobody reads
         text = text.replace('"type"', '"note": "\udcff", "type"', 1)
         return text.encode(errors="surrogateescape")
-    return text.encode()
+    return _lone_surrogate(rnd, text).encode()
 
 
 def _marker(rnd: random.Random, txn_id: str, kind: str, rows: int) -> bytes:
@@ -266,7 +274,17 @@ def _marker(rnd: random.Random, txn_id: str, kind: str, rows: int) -> bytes:
         event["event_count"] = rnd.choice([rows, rows, rows, rows + 1, 2**40])
     if rnd.random() < 0.1:
         event["extra"] = {"ignored": [1, 2]}
-    return json.dumps(event).encode()
+    return _lone_surrogate(rnd, json.dumps(event)).encode()
+
+
+def _lone_surrogate(rnd: random.Random, text: str) -> str:
+    """Now and then an escaped lone surrogate in a field or key nobody reads: the Python
+    decoder refuses the record, whichever string holds it."""
+    if rnd.random() < 0.03:
+        return text.replace(
+            '"type"', rnd.choice(['"x": "\\ud800", ', '"x": {"\\udc00": 1}, ']) + '"type"', 1
+        )
+    return text
 
 
 _ODD = [

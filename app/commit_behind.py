@@ -27,7 +27,7 @@ class Settles(Protocol):
     """What :func:`recover` needs of the sink."""
 
     def settle_pending(self, pending: PendingCommit) -> Verdict:
-        """COMMITTED, or ABORTED when the batch must be loaded again."""
+        """COMMITTED, or ABORTED when the batch must be loaded again; raises when unsure."""
 
 
 class CheckpointNote:
@@ -61,7 +61,9 @@ def recover(note: CheckpointNote, files: CheckpointFiles, sink: Settles) -> int 
     Called on the driver before the query starts (and before a restart in the same process).
     Rewinds the checkpoint when the noted batch was recorded by Spark but its transaction is
     gone: offset log entries after it, then commit log entries from it on, newest first, and
-    the note last, so that a crash half-way leaves a note that rewinds again.
+    the note last, so that a crash half-way leaves a note that rewinds again. What settling
+    raises (the label's fate unknown, e.g. StarRocks refused the credentials) propagates
+    with the checkpoint and the note untouched: the start fails and the next one settles it.
     """
     pending = note.load()
     if pending is None:

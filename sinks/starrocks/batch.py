@@ -56,10 +56,12 @@ class BatchPlan:
             finished multi-table tasks once it keeps more than ``stream_load_task_keep_max_num``
             (1,000, all databases), after which a rolled-back label is free again and a
             committed attempt can lie further ahead than the look-ahead reaches.
-        optional_tables: Tables an earlier attempt may have loaded although this plan has
-            no rows for them (per-table mode): the dead-letter table, which the retry after
-            filtered rows adds. Recovery reads their labels too, so that it commits every
-            prepared table of the attempt it finishes, not only this plan's.
+        optional_tables: Tables an attempt may have loaded although this plan has no rows
+            for them, or the other way round (per-table mode): the dead-letter table, which
+            the retry after filtered rows adds, and the tables that retry leaves without rows
+            (:func:`sinks.starrocks.filtered_rows.retry_plan`). Recovery reads their labels
+            too, so that it commits every prepared table of the attempt it finishes, not
+            only this plan's.
     """
 
     prefix: str

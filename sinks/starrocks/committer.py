@@ -213,15 +213,27 @@ class MultiTableCommitter:
         """A LOADED label an earlier run left: committed already, committed now, or gone.
 
         ABORTED when the server holds no transaction for it any more (timed out, cancelled
-        by an FE restart) or refuses it for good; its batch must be loaded again.
+        by an FE restart), or refused its commit for good and it is rolled back; its batch
+        must be loaded again. Any other terminal error (the rollback or ``get_load_state``
+        refused, e.g. credentials) raises: the label may still be open and committable.
         """
-        if self._steps.state(label).is_committed:
-            return Verdict.COMMITTED
         try:
-            return self._commit(label)
-        except StarRocksTerminalError:
-            # _commit rolled it back first: nothing under this label can commit any more.
+            if self._steps.state(label).is_committed:
+                return Verdict.COMMITTED
+            outcome = self._commit_or_refusal(label)
+        except StarRocksTerminalError as e:
+            msg = (
+                f"StarRocks label {label}, loaded by an earlier run and left to commit, could "
+                f"not be settled: {e}. It may still be open and committable, so the checkpoint "
+                "is kept as it is; fix the cause and start again (the next start settles it)"
+            )
+            raise SinkTerminalError(msg, label=label) from e
+        if isinstance(outcome, StarRocksTerminalError):
+            logger.warning(
+                "starrocks commit refused label=%s answer=%s; rolled back", label, outcome
+            )
             return Verdict.ABORTED
+        return outcome
 
     def _empty(self, plan: BatchPlan, label: str, attempt: int) -> CommitResult:
         """A counted load found no rows: its begun label is rolled back, nothing committed."""
@@ -300,6 +312,13 @@ class MultiTableCommitter:
 
     def _commit(self, label: str) -> Verdict:
         """Step 5: commit, then let the server confirm (raises when it stays unclear)."""
+        outcome = self._commit_or_refusal(label)
+        if isinstance(outcome, StarRocksTerminalError):
+            raise outcome
+        return outcome
+
+    def _commit_or_refusal(self, label: str) -> Verdict | StarRocksTerminalError:
+        """:meth:`_commit`, answering a refused commit, once rolled back, with the refusal."""
         said_ok = False
         first: StarRocksError | None = None
         try:
@@ -312,7 +331,7 @@ class MultiTableCommitter:
                 # Filtered rows and the like: the FE has cancelled the task already.
                 if self._steps.rollback(label, None) is Verdict.COMMITTED:
                     return Verdict.COMMITTED
-                raise
+                return e
             # Even "Can not commit CANCELLED" goes to the label: an FE restarted from its
             # journal, which keeps only a multi-table task's creation, reloads the task as
             # CANCELLED while its transaction is VISIBLE (StreamLoadMgr

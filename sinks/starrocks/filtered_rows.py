@@ -9,9 +9,10 @@ The bisection and the probe protocol are in :mod:`sinks.starrocks.isolate` (no S
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from sinks.starrocks.batch import BatchPlan
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.fit import fit_bytes, fit_utf8
 
@@ -113,6 +114,31 @@ def with_dead_letters(
             F.when(dead, swapped[c]).otherwise(F.col(c)).alias(c) if c in swapped else F.col(c)
             for c in df.columns
         ]
+    )
+
+
+def retry_plan(
+    plan: BatchPlan,
+    txns: Sequence[SourceTxn],
+    bad: Sequence[tuple[SourceTxn, str]],
+    dead_letter_table: str,
+) -> BatchPlan:
+    """``plan`` (known targets) for the batch with the ``bad`` transactions as dead letters.
+
+    The dead-letter table gains rows. A table whose every row is in a ``bad`` transaction has
+    none left and gets no label: per-table mode would begin one, and StarRocks refuses to
+    prepare a label no load reached (``hasn't send any data yet``, spec §4.2), so the batch
+    would fail for good on the very rows the policy isolates. A replay's plan names that
+    table again (its rows are the source rows), so it joins ``optional_tables``: recovery
+    reads its labels and, where an attempt never began one, leaves it out of that attempt.
+    """
+    dead = {txn for txn, _why in bad}
+    kept = {t for txn in txns if txn not in dead for t in txn.tables}
+    emptied = {t for txn in dead for t in txn.tables} - kept
+    return replace(
+        plan,
+        tables=tuple(sorted({*plan.tables, dead_letter_table} - emptied)),
+        optional_tables=tuple(sorted({*plan.optional_tables, *emptied})),
     )
 
 

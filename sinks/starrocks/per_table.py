@@ -41,12 +41,15 @@ class PerTableCommitter:
 
         1. Recovery, attempt 0, 1, ...: the state of every table's label
            ``{prefix}-{query id}-{batch id}-{attempt}-{table}`` (``plan.optional_tables``
-           too, where the attempt began them). All UNKNOWN (and no later
-           attempt known): this attempt is free. All PREPARED/COMMITTED/VISIBLE: commit the
-           PREPARED ones, return recovered. Some committed, others not prepared: terminal.
-           Otherwise roll back every PREPARE/PREPARED label of the attempt, next attempt.
-           A ``plan.fresh`` batch has no earlier attempt: it starts at attempt 0.
-        2. ``begin`` every table (data tables and the progress table).
+           too). All UNKNOWN (and no later attempt known): this attempt is free. Once the
+           progress label (begun last) is known, a data label that is not was never begun:
+           that table had no rows in the attempt and is no part of it. All the attempt's
+           labels PREPARED/COMMITTED/VISIBLE: commit the PREPARED ones, return recovered.
+           Some committed, others not prepared: terminal. Otherwise roll back every
+           PREPARE/PREPARED label of the attempt, next attempt. A ``plan.fresh`` batch has
+           no earlier attempt: it starts at attempt 0.
+        2. ``begin`` every table (data tables, each with rows, then the progress table: a
+           label no load reached cannot be prepared, spec §4.2).
         3. Load the data tables (executors), then the progress rows.
         4. ``prepare`` every table (a prepared transaction survives a crash).
         5. ``commit`` every table; an unclear commit is decided by the label state and
@@ -111,25 +114,25 @@ class PerTableCommitter:
 
     def _recover(self, plan: BatchPlan, tables: tuple[str, ...]) -> int | CommitResult:
         """Step 1: the first free attempt, or the result of finishing a prepared one."""
+        # Every table an attempt of this batch may have begun: a replay's tables and those
+        # only the retry after filtered rows loads (sorted: the progress table stays last).
+        candidates = (*sorted({*tables[:-1], *plan.optional_tables}), tables[-1])
         attempt = 0
         while attempt < MAX_ATTEMPT_NUMBER:
-            labels = {t: plan.label(attempt, t) for t in tables}
-            txns = {t: from_state(labels[t], t, self._steps.state(labels[t])) for t in tables}
-            for t in plan.optional_tables:
-                if t in txns:
-                    continue
-                optional_label = plan.label(attempt, t)
-                optional = from_state(optional_label, t, self._steps.state(optional_label))
-                # Part of this attempt only if the attempt began it (its label is known).
-                if optional.status != TxnStatus.NEW:
-                    labels[t], txns[t] = optional.label, optional
-            statuses = {t: txn.status for t, txn in txns.items()}
-            if all(s == TxnStatus.NEW for s in statuses.values()):
+            txns = {t: self._known(plan.label(attempt, t), t) for t in candidates}
+            if all(txn.status == TxnStatus.NEW for txn in txns.values()):
                 later = self._later_known(plan, attempt, tables[-1])
                 if later is None:
                     return attempt
                 attempt = later
                 continue
+            if txns[tables[-1]].status != TxnStatus.NEW:
+                # The progress label is begun last, once every table the attempt loads is:
+                # a data label the server does not know was no part of it (a table left
+                # without rows by the filtered-rows retry gets none, spec §4.2).
+                txns = {t: txn for t, txn in txns.items() if txn.status != TxnStatus.NEW}
+            labels = {t: txn.label for t, txn in txns.items()}
+            statuses = {t: txn.status for t, txn in txns.items()}
             done = {t for t, s in statuses.items() if s == TxnStatus.COMMITTED}
             prepared = {t for t, s in statuses.items() if s == TxnStatus.PREPARED}
             if done | prepared == set(txns):
@@ -159,6 +162,9 @@ class PerTableCommitter:
             attempt += 1
         msg = f"StarRocks batch {plan.batch_id} has more than {MAX_ATTEMPT_NUMBER} attempts"
         raise SinkTerminalError(msg, batch_id=plan.batch_id)
+
+    def _known(self, label: str, table: str) -> SinkTransaction:
+        return from_state(label, table, self._steps.state(label))
 
     def _later_known(self, plan: BatchPlan, attempt: int, table: str) -> int | None:
         for ahead in range(attempt + 1, attempt + 1 + LOOKAHEAD):

@@ -45,7 +45,13 @@ from sinks.starrocks.committer import (
 )
 from sinks.starrocks.config import StarRocksSinkConfig
 from sinks.starrocks.errors import FilteredRowsError, InvalidRequestError
-from sinks.starrocks.filtered_rows import SourceTxn, only, source_txns, with_dead_letters
+from sinks.starrocks.filtered_rows import (
+    SourceTxn,
+    only,
+    retry_plan,
+    source_txns,
+    with_dead_letters,
+)
 from sinks.starrocks.fit import fit_utf8
 from sinks.starrocks.httpapi import HttpTxnApi
 from sinks.starrocks.intask import TaskBatch, TaskLoader, task_batch
@@ -450,13 +456,13 @@ class StarRocksSink(Sink):
             if cache:
                 df = df.persist()
             try:
-                bad = self._find_filtered(df, batch_id, query_id, api, e)
+                txns = source_txns(df, cfg)
+                bad = self._find_filtered(df, txns, batch_id, query_id, api, e)
                 load = SparkLoadJob(with_dead_letters(df, bad, cfg), cfg, batch_id, tally)
                 # Not fresh any more: the attempt just rolled back is an earlier one.
                 plan = self._plan(batch_id, query_id, targets, load, fresh=False)
                 if targets is not None:
-                    tables = tuple(sorted({*plan.tables, cfg.dead_letter_table}))
-                    plan = replace(plan, tables=tables)
+                    plan = retry_plan(plan, txns, bad, cfg.dead_letter_table)
                 api, job = self._seams(batch_id, http, load)
                 done = committer(api, job, self._policy).run(plan)
             finally:
@@ -511,11 +517,16 @@ class StarRocksSink(Sink):
         return self.instrument(batch_id, api, job) if self.instrument is not None else (api, job)
 
     def _find_filtered(
-        self, df: DataFrame, batch_id: int, query_id: str, api: TxnApi, error: FilteredRowsError
+        self,
+        df: DataFrame,
+        txns: Sequence[SourceTxn],
+        batch_id: int,
+        query_id: str,
+        api: TxnApi,
+        error: FilteredRowsError,
     ) -> list[tuple[SourceTxn, str]]:
-        """The batch's transactions whose rows StarRocks filters (probed, always rolled back)."""
+        """Which of ``txns``, the batch's, have rows StarRocks filters (probed, rolled back)."""
         cfg = self.config
-        txns = source_txns(df, cfg)
         number = -1
 
         def probe(part: Sequence[SourceTxn]) -> str | None:

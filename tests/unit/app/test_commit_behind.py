@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.commit_behind import recover
+from sinks.exceptions import SinkTerminalError
 from sinks.starrocks.behind import PendingCommit
 from sinks.starrocks.steps import Verdict
 
@@ -40,12 +41,14 @@ class Note:
 
 
 class Sink:
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: Verdict | Exception) -> None:
         self.verdict = verdict
         self.settled: list[PendingCommit] = []
 
     def settle_pending(self, pending: PendingCommit) -> Verdict:
         self.settled.append(pending)
+        if isinstance(self.verdict, Exception):
+            raise self.verdict
         return self.verdict
 
 
@@ -77,3 +80,13 @@ def test_a_lost_transaction_spark_never_recorded_needs_no_rewind():
     files, note = Files([4, 5], [4]), Note(PENDING)
     assert recover(note, files, Sink(Verdict.ABORTED)) is None  # type: ignore[arg-type]
     assert (files.deleted, note.pending) == ([], None)
+
+
+def test_a_label_settling_cannot_decide_keeps_the_checkpoint_and_the_note():
+    """E.g. StarRocks refused the credentials: the label may still commit, so the start
+    fails as it is, nothing rewound, and the next start settles the note again."""
+    files, note = Files([4, 5, 6], [4, 5]), Note(PENDING)
+    refused = Sink(SinkTerminalError("label t-q-5-0 could not be settled"))
+    with pytest.raises(SinkTerminalError, match="could not be settled"):
+        recover(note, files, refused)  # type: ignore[arg-type]
+    assert (files.deleted, note.pending) == ([], PENDING)

@@ -14,7 +14,9 @@ committer sees exactly the exceptions it would see over HTTP. Two registries, as
 Knobs: ``ok_but_failed_commits`` (4.0.x builds that answer OK to a failed multi-table
 commit), ``publish_wait`` (commit OK, label COMMITTED before VISIBLE), :meth:`restart` (FE
 restart: open tasks cancelled, BE contexts gone). :class:`ScriptedApi` adds failures per
-call: an error before the call, a lost answer after it, or a crash before/after it.
+call: an error before the call, a lost answer after it, or a crash before/after it. As the
+real BE and ``devstack/starrocks/txns.py`` do, a single-table label that no load reached is
+refused at prepare and commit (INTERNAL_ERROR "hasn't send any data yet") and rolled back.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Single:
     status: str = "PREPARE"
     be_alive: bool = True
     rows: list[Any] = field(default_factory=list)
+    loads: int = 0  # load requests the BE context took (an empty body counts, as on the BE)
 
 
 class FakeStarRocks:
@@ -207,6 +210,7 @@ class FakeStarRocks:
                 op, label, table, "TXN_NOT_EXISTS", f"Transaction with label {label} not exists"
             )
         single.rows.extend(rows)
+        single.loads += 1
         return self._answer(op, label, table, "OK", Label=label, TxnId=single.txn_id)
 
     def prepare(self, label: str, table: str) -> None:
@@ -224,6 +228,8 @@ class FakeStarRocks:
             return self._answer(
                 op, label, table, "TXN_NOT_EXISTS", f"transaction with label {label} not exists"
             )
+        if not single.loads:
+            return self._no_data(op, label, single)
         single.status = "PREPARED"
         single.be_alive = False
         self.txns[label] = "PREPARED"
@@ -259,11 +265,24 @@ class FakeStarRocks:
             return self._answer(
                 op, label, table, "TXN_NOT_EXISTS", f"transaction with label {label} not exists"
             )
+        if single.status == "PREPARE" and not single.loads:
+            return self._no_data(op, label, single)
         single.status = "VISIBLE"
         single.be_alive = False
         self.txns[label] = "VISIBLE"
         self._apply(label, {single.table: single.rows})
         return self._answer(op, label, table, "OK", Label=label, TxnId=n)
+
+    def _no_data(self, op: TxnOp, label: str, single: Single) -> None:
+        """A single-table label no load reached: the BE refuses and rolls it back (§4.2)."""
+        single.status = "ABORTED"
+        single.be_alive = False
+        self.txns[label] = "ABORTED"
+        msg = (
+            f"transaction id=x, job_id=-1, txn_id: {single.txn_id}, label={label}, db=d "
+            "hasn't send any data yet"
+        )
+        return self._answer(op, label, single.table, "INTERNAL_ERROR", msg)
 
     def _commit_multi(self, label: str) -> None:
         op = TxnOp.COMMIT
@@ -524,12 +543,18 @@ class ScriptedApi:
 
 
 def load_job(api: ScriptedApi, rows: Mapping[str, list[Any]]) -> LoadJob:
-    """The executors' side: one load per table through ``api``; errors become reports."""
+    """The executors' side: one load per table through ``api``; errors become reports.
+
+    A table without rows sends nothing and reports nothing, as ``PartitionLoader`` does for
+    an empty Spark partition.
+    """
 
     def run(labels: Mapping[str, str], multi: bool) -> Sequence[LoadReport]:
         reports = []
         for table, label in labels.items():
-            body = json.dumps(rows.get(table, [])).encode()
+            if not rows.get(table):
+                continue
+            body = json.dumps(rows[table]).encode()
             try:
                 api.load(label, table, body, multi=multi)
             except StarRocksError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -17,9 +18,10 @@ from sinks.starrocks.committer import (
     PerTableCommitter,
     raise_load_failures,
 )
-from sinks.starrocks.errors import FilteredRowsError
+from sinks.starrocks.errors import AuthError, FilteredRowsError, InvalidRequestError, classify
+from sinks.starrocks.filtered_rows import SourceTxn, retry_plan
 from sinks.starrocks.loader import ANY_TABLE
-from sinks.starrocks.protocol import LoadState
+from sinks.starrocks.protocol import LoadState, TxnOp
 from sinks.starrocks.retry import RetryPolicy
 from sinks.starrocks.steps import Verdict
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
@@ -540,6 +542,76 @@ def test_per_table_replay_finishes_the_dead_letter_label_of_a_filtered_rows_retr
     assert_applied_once(server)
 
 
+# One source transaction holds every row of orders and order_items, and a filtered one.
+ALL_BAD = SourceTxn("t", 0, 1, "x", ("order_items", "orders"), 5)
+
+
+def filtered_first_attempt(api: ScriptedApi) -> None:
+    """The batch's first attempt: its commit-time check fails (strict mode), rolled back."""
+    failure = LoadFailure("FilteredRowsError", "too many filtered rows", transient=False)
+
+    def job(_labels: Any, _multi: bool) -> list[LoadReport]:
+        return [LoadReport("orders", failure=failure)]
+
+    with pytest.raises(FilteredRowsError):
+        PerTableCommitter(api, job, policy()).run(replace(plan(), optional_tables=(DEAD,)))
+
+
+def test_per_table_refuses_to_prepare_a_label_no_load_reached():
+    """Why the retry must not name a table its dead letters emptied (spec §4.2)."""
+    server = FakeStarRocks()
+    api = ScriptedApi(server)
+    stale = replace(plan(), tables=(DEAD, *sorted(ROWS)), optional_tables=(DEAD,))
+    rows = {DEAD: [{"id": 99}]}
+    with pytest.raises(InvalidRequestError, match="hasn't send any data yet"):
+        PerTableCommitter(api, load_job(api, rows), policy()).run(stale)
+    assert server.open_labels() == []
+    assert DEAD not in server.visible
+
+
+def test_filtered_rows_retry_plan_names_only_tables_with_rows_left():
+    shared = SourceTxn("t", 0, 2, "y", ("orders",), 1)
+    retry = retry_plan(replace(plan(), optional_tables=(DEAD,)), [ALL_BAD], [(ALL_BAD, "x")], DEAD)
+    assert (retry.tables, retry.optional_tables) == ((DEAD,), (DEAD, "order_items", "orders"))
+    kept = retry_plan(plan(), [ALL_BAD, shared], [(ALL_BAD, "x")], DEAD)
+    assert (kept.tables, kept.optional_tables) == ((DEAD, "orders"), ("order_items",))
+
+
+@pytest.mark.parametrize("crash", [None, "crash_before", "crash_after"])
+def test_per_table_dead_letter_retry_with_a_table_left_without_rows(crash):
+    """Per-table mode, sink.filtered-rows=dead-letter: the retry turns every row of orders
+    and order_items into dead letters. Those tables get no label in the retry (StarRocks
+    refuses to prepare one without data), and a replay, whose plan names them again,
+    finishes or skips that attempt instead of stopping or loading the bad rows."""
+    retry = retry_plan(replace(plan(), optional_tables=(DEAD,)), [ALL_BAD], [(ALL_BAD, "x")], DEAD)
+    dead = {DEAD: [{"id": 97}, {"id": 98}, {"id": 99}]}
+
+    def retrying(script: dict[int, str]) -> tuple[FakeStarRocks, ScriptedApi]:
+        server = FakeStarRocks()
+        filtered_first_attempt(ScriptedApi(server))
+        api = ScriptedApi(server, script)
+        return server, api
+
+    server, api = retrying({})
+    result = PerTableCommitter(api, load_job(api, dead), policy()).run(retry)
+    assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
+    assert result.labels == (label(1, table=DEAD), label(1, table="_cdc_progress"))
+    if crash is not None:
+        first_commit = names(api).index("commit")
+        assert api.calls[first_commit] == ("commit", label(1, table=DEAD), DEAD)
+        server, api = retrying({first_commit: crash})
+        with pytest.raises(Crash):
+            PerTableCommitter(api, load_job(api, dead), policy()).run(retry)
+    assert all(server.get_load_state(label(1, table=t)) == LoadState.UNKNOWN for t in ROWS)
+    replay = replace(plan(), optional_tables=(DEAD,))
+    again = committer("per-table", ScriptedApi(server)).run(replay)
+    assert again.outcome is (Outcome.ALREADY_APPLIED if crash is None else Outcome.RECOVERED)
+    assert again.attempt == 1
+    assert server.visible == {DEAD: dead[DEAD], "_cdc_progress": server.visible["_cdc_progress"]}
+    assert len(server.visible["_cdc_progress"]) == 1
+    assert server.open_labels() == []
+
+
 def test_per_table_rollback_of_a_label_whose_be_context_is_gone_uses_fe_cancel():
     """Audit finding 8: rollback answers TXN_NOT_EXISTS; the FE cancel API aborts it."""
     server = FakeStarRocks()
@@ -745,3 +817,53 @@ def test_multi_settle_of_an_earlier_runs_label(before):
     else:
         assert verdict is Verdict.ABORTED
         assert server.visible.get("orders", []) == []
+
+
+class Refusing(ScriptedApi):
+    """StarRocks refuses the credentials (401) for a call once its ``passes`` are used up."""
+
+    def __init__(self, server: FakeStarRocks, script: dict[int, str] | None = None) -> None:
+        super().__init__(server, script)
+        self.passes: dict[str, int] = {}  # call name -> calls still answered (absent: all)
+
+    def _call(self, name: str, label: str, table: str | None, fn: Any) -> Any:
+        left = self.passes.get(name)
+        if left is not None and left <= 0:
+            self.calls.append((name, label, table))
+            body = json.dumps({"status": "FAILED", "msg": "Access denied for u@h"})
+            raise classify(TxnOp(name), 401, body, label=label, table=table)
+        if left is not None:
+            self.passes[name] = left - 1
+        return super()._call(name, label, table, fn)
+
+
+@pytest.mark.parametrize(
+    ("passes", "script", "task"),
+    [
+        ({"commit": 0}, {}, "CANCELLED"),  # refused for good, rolled back: ABORTED
+        ({"commit": 0, "rollback": 0}, {}, "BEGIN"),
+        ({"get_load_state": 0}, {}, "BEGIN"),
+        ({"get_load_state": 1}, {1: "lost_after"}, "COMMITED"),  # refused in _confirm
+    ],
+)
+def test_multi_settle_says_aborted_only_for_a_label_it_knows_cannot_commit(passes, script, task):
+    """A commit refused for good is ABORTED once its rollback lands. When the rollback or a
+    state query is refused too, the label may still be open (or committed): settle raises,
+    so the start stops instead of rewinding the checkpoint, and the next start settles it."""
+    server = FakeStarRocks(registration="commit")
+    committer("multi", ScriptedApi(server)).run(replace(plan(), defer_commit=True))
+    api = Refusing(server, script)
+    api.passes = dict(passes)
+    settling = MultiTableCommitter(api, load_job(api, ROWS), policy())
+    if task == "CANCELLED":
+        assert settling.settle(label(0)) is Verdict.ABORTED
+        assert server.tasks[label(0)].state == task
+        return
+    with pytest.raises(SinkTerminalError, match="may still be open and committable") as e:
+        settling.settle(label(0))
+    assert isinstance(e.value.__cause__, AuthError)
+    assert server.tasks[label(0)].state == task
+    restarted = committer("multi", ScriptedApi(server))  # credentials fixed
+    assert isinstance(restarted, MultiTableCommitter)
+    assert restarted.settle(label(0)) is Verdict.COMMITTED
+    assert_applied_once(server)

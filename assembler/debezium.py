@@ -18,25 +18,30 @@ topic of a connector (the adapter groups by source) and:
 
 Snapshot events (``op=r`` without a transaction block) belong to no transaction: each call
 emits those it received in chunks of at most ``snapshot-batch-rows`` rows, each chunk its own
-``txn_seq``, before the transactions it completes. In a topic every snapshot row precedes the
-streaming changes, and a transaction is emitted only after all its rows arrived, so a snapshot
-row is never applied after a later change of its table.
+``txn_seq``, before the transactions it completes. In a topic every row of the initial snapshot
+precedes the streaming changes, and a transaction is emitted only after all its rows arrived,
+so a snapshot row is never applied after a later change of its table. An incremental snapshot's
+rows come in the middle of the stream: one read after an event of a transaction still waiting
+in its topic partition is held until that transaction is emitted or rejected, so it is never
+applied before an earlier change either.
 
 Debezium's Postgres transaction id is ``<xid>:<LSN of the record carrying it>``: the LSN part
 differs between BEGIN, each data event and END. With ``txn-id=postgres`` (the default) a
 transaction is keyed by the xid, and the END's LSN (its commit position, increasing in commit
 order) is a watermark: an END at or below it is a Kafka Connect re-send (at-least-once after a
 worker crash) of a transaction already emitted, and it and its data events are dropped.
-Duplicated data events of a transaction not yet emitted are recognised by ``total_order`` and
-their own LSN. Two events with one ``total_order`` at different LSNs mean that Debezium resumed
-inside the transaction after a Connect crash: it writes BEGIN again, numbers the rest from 1 and
-counts only the rest in its END. From then on the transaction's events are keyed by LSN, and it
-is rebuilt whole when its two writes overlap: the first write's copy of the event the second
-resumed at gives that event's place in the transaction, so the first write's events before it
-are counted exactly, and the END counts the rest. Without an overlap nothing tells whether the
-first write's last events have all been read: it waits out ``txn-timeout`` and is rejected
-(``restarted-mid-transaction``), as is a transaction Debezium resumed inside more than once. A
-transaction whose BEGIN was read twice waits until its first event has been read twice too.
+With ``txn-id=exact`` an END whose id is among the last :data:`EXACT_IDS_KEPT` that left the
+queue is such a re-send. Duplicated data events of a transaction not yet emitted are recognised
+by ``total_order`` and their own LSN. Two events with one ``total_order`` at different LSNs mean
+that Debezium resumed inside the transaction after a Connect crash: it writes BEGIN again,
+numbers the rest from 1 and counts only the rest in its END. From then on the transaction's
+events are keyed by LSN, and it is rebuilt whole when its two writes overlap: the first
+write's copy of the event the second resumed at gives that event's place in the transaction, so
+the first write's events before it are counted exactly, and the END counts the rest. Without an
+overlap nothing tells whether the first write's last events have all been read: it waits out
+``txn-timeout`` and is rejected (``restarted-mid-transaction``), as is a transaction Debezium
+resumed inside more than once. A transaction whose BEGIN was read twice waits until its first
+event has been read twice too.
 
 Heartbeats (topic ``__debezium-heartbeat.*`` or a value without ``op``), tombstones (null
 value on a data topic), logical decoding messages (``op=m``) and schema-change records are
@@ -47,8 +52,11 @@ partition, offset and transaction): see ``docs/debezium.md``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import struct
+import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,10 +76,83 @@ from common.exact_json import exact_loads, exact_text
 #: WAL unless the table has REPLICA IDENTITY FULL).
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
-DEBEZIUM_STATE_VERSION = 2
-"""2: a JSON header, then each waiting transaction's rows as JSON text of their own, parsed only
-when a call touches that transaction (a backlog's waiting rows cost a copy per call, not a
-parse). 1: one JSON document; still read, written as 2."""
+
+def _java_name_uuid(name: bytes) -> str:
+    """Java's ``UUID.nameUUIDFromBytes``: an MD5 name-based UUID without a namespace."""
+    digest = hashlib.md5(name).digest()  # noqa: S324 - Java's UUID version 3, not security
+    return str(uuid.UUID(bytes=digest, version=3))
+
+
+_PLACEHOLDER_BYTES = UNAVAILABLE_VALUE.encode()
+# How Debezium's UnchangedToastedPlaceholder writes the marker in each column type, as
+# JsonConverter puts it in JSON: the text (text, varchar, json, and an hstore in JSON mode as
+# {marker: marker}); its bytes for bytea, in base64 (``binary.handling.mode=bytes``, base64,
+# base64-url-safe) or hex; a text[] or bytea[] as a list of that one; a uuid[] as the list of
+# the name-based UUID of its bytes; an hstore in map mode as {marker: marker}; and a number
+# array (smallint[], integer[], bigint[], real[], ...) as the list of its byte values.
+_PLACEHOLDER_TEXTS = frozenset(
+    {
+        UNAVAILABLE_VALUE,
+        base64.b64encode(_PLACEHOLDER_BYTES).decode(),
+        _PLACEHOLDER_BYTES.hex(),
+        _PLACEHOLDER_BYTES.hex().upper(),
+        _java_name_uuid(_PLACEHOLDER_BYTES),
+    }
+)
+_PLACEHOLDER_HSTORE = {UNAVAILABLE_VALUE: UNAVAILABLE_VALUE}
+_PLACEHOLDER_NUMBERS = list(_PLACEHOLDER_BYTES)
+# The forms that do not hold the plain text: the raw record's bytes cannot show them.
+_PLACEHOLDER_ENCODED = _PLACEHOLDER_TEXTS - {UNAVAILABLE_VALUE}
+
+
+def _is_placeholder(value: Any) -> bool:
+    """Whether a column's value is Debezium's unchanged-TOAST placeholder, in any form."""
+    if isinstance(value, str):
+        if value in _PLACEHOLDER_TEXTS:
+            return True
+        if UNAVAILABLE_VALUE not in value:
+            return False
+        try:  # an hstore in hstore.handling.mode=json: the map as JSON text
+            return bool(orjson.loads(value) == _PLACEHOLDER_HSTORE)
+        except orjson.JSONDecodeError:
+            return False
+    if isinstance(value, list):
+        if len(value) == 1:
+            return isinstance(value[0], str) and value[0] in _PLACEHOLDER_TEXTS
+        return value == _PLACEHOLDER_NUMBERS
+    return isinstance(value, dict) and value == _PLACEHOLDER_HSTORE
+
+
+def _placeholder_columns(after: dict[str, Any], raw: bytes) -> list[str]:
+    """The columns of ``after`` that hold the unchanged-TOAST placeholder, sorted."""
+    if _PLACEHOLDER_BYTES not in raw and not any(map(_is_encoded, after.values())):
+        return []  # the common case
+    return sorted(k for k, v in after.items() if _is_placeholder(v))
+
+
+def _is_encoded(value: Any) -> bool:
+    """A bytea, bytea[], uuid[] or number array placeholder (a cheap test for every column)."""
+    if type(value) is str:
+        return value in _PLACEHOLDER_ENCODED
+    if type(value) is list:
+        return value == _PLACEHOLDER_NUMBERS or (
+            len(value) == 1 and type(value[0]) is str and value[0] in _PLACEHOLDER_ENCODED
+        )
+    return False
+
+
+DEBEZIUM_STATE_VERSION = 3
+"""3: as 2, with the snapshot rows held behind waiting transactions and the index they are held
+by (a release that does not know them must not drop them, so it refuses the state). 2: a JSON
+header, then each waiting transaction's rows as JSON text of their own, parsed only when a call
+touches that transaction (a backlog's waiting rows cost a copy per call, not a parse). 1: one
+JSON document. 1 and 2 are still read, and written as 3."""
+EXACT_IDS_KEPT = 100_000
+"""With ``txn-id=exact`` no commit position tells a re-send: the ids of the last this many
+transactions that left the queue are kept, and an END among them is a Kafka Connect re-send.
+Connect re-sends what followed its last offset flush, and nothing new comes while it is down, so
+the re-sent are the latest: this covers an ``offset.flush.interval.ms`` (60 s by default) of
+up to ~1,600 transactions a second (about 2.5 MB of state with SQL Server's ids)."""
 _HEADER_LENGTH = struct.Struct(">I")
 DEBEZIUM_STATE_FIELDS: tuple[tuple[str, str], ...] = (
     ("version", "int"),
@@ -402,10 +483,10 @@ def _load(state: tuple[Any, ...] | None) -> dict[str, Any]:
     if version == 1:
         loaded: dict[str, Any] = orjson.loads(blob)
         return loaded
-    if version != DEBEZIUM_STATE_VERSION:
+    if version not in (2, DEBEZIUM_STATE_VERSION):
         msg = (
             f"Debezium assembler state version {version} is not one this release reads "
-            f"(1 or {DEBEZIUM_STATE_VERSION}): the checkpoint was written by a newer release"
+            f"(1 to {DEBEZIUM_STATE_VERSION}): the checkpoint was written by a newer release"
         )
         raise AssemblerError(msg)
     view = memoryview(blob)
@@ -453,7 +534,19 @@ class _Run:
         self.ends: deque[dict[str, Any]] = deque(st.pop("ends"))
         self.queued: set[str] = {e["key"] for e in self.ends}
         self.routes: dict[tuple[str, str], tuple[tuple[str, str] | None, str | None]] = {}
+        self.tp = ""  # the topic-partition of the record being applied
+        # txn-id=exact: ids of the latest transactions that left the queue (EXACT_IDS_KEPT)
+        self.done: deque[str] = deque(st.pop("done", []), maxlen=EXACT_IDS_KEPT)
+        self.done_keys = set(self.done)
         st.setdefault("rebuilt", {})  # absent from state written before rebuilds
+        # Snapshot rows held behind waiting transactions: [row, keys of the transactions]
+        st.setdefault("held", [])
+        self.held_at = {f"{h[0][0]}\x00{h[0][1]}" for h in st["held"]}
+        if "open" not in st:  # state version 1 or 2: index what waits
+            st["open"] = {}
+            for key in list(st["pending"]):
+                for row in self.rows(key).values():
+                    st["open"].setdefault(f"{row[0]}\x00{row[1]}", {}).setdefault(key, row[2])
 
     # -- decoding -------------------------------------------------------------------------
 
@@ -518,9 +611,8 @@ class _Run:
             if not isinstance(after, dict):
                 msg = f"op {op!r} without an 'after' object"
                 raise _Undecodable(msg)
-            # The scan of the values runs in C; naming the columns is for the rare hit.
-            if UNAVAILABLE_VALUE in after.values():
-                toast = sorted(k for k, v in after.items() if v == UNAVAILABLE_VALUE)
+            toast = _placeholder_columns(after, rec.value)
+            if toast:
                 ev.bad = [
                     UNAVAILABLE,
                     f"column(s) {', '.join(toast)} of {schema}.{table} carry Debezium's "
@@ -642,8 +734,18 @@ class _Run:
                 if not isinstance(c, dict) or not isinstance(c.get("event_count"), int):
                     msg = "END with a malformed data_collections entry"
                     raise _Undecodable(msg)
-                ev.counts[str(c.get("data_collection"))] = int(c["event_count"])
+                ev.counts[self.collection(str(c.get("data_collection")))] = int(c["event_count"])
         return ev
+
+    def collection(self, name: str) -> str:
+        """An END's ``data_collection`` as events are counted: ``schema.table``.
+
+        Connectors with a stable id (``txn-id=exact``) may name the database too: SQL Server
+        writes ``<db>.<schema>.<table>``. Postgres writes ``schema.table``, kept as it is.
+        """
+        if self.s.txn_id == "exact" and name.count(".") >= 2:
+            return name.split(".", 1)[1]
+        return name
 
     # -- applying -------------------------------------------------------------------------
 
@@ -656,7 +758,7 @@ class _Run:
             records, key=lambda r: (r.topic == txn_topic, r.topic, r.partition, r.offset)
         )
         for rec in ordered:
-            tp = f"{rec.topic}\x00{rec.partition}"
+            self.tp = tp = f"{rec.topic}\x00{rec.partition}"
             if rec.offset <= offsets.get(tp, -1):
                 continue  # replay of an applied record
             self.current_key = rec.key
@@ -667,7 +769,9 @@ class _Run:
             else:
                 self.on_event(rec, ev)
             offsets[tp] = rec.offset
-        self.emit_snapshot()
+        self.emit_snapshot(self.snapshot)
+        self.snapshot = []
+        self.release_held()
         self.drain()
 
     def on_event(self, rec: SourceRecord, ev: _Decoded) -> None:
@@ -678,7 +782,7 @@ class _Run:
             if ev.bad is not None:
                 self.reject_alone(ev.bad[0], rec, ev, ev.bad[1])
                 return
-            self.snapshot.append(self.row_of(rec, ev))
+            self.on_snapshot(self.row_of(rec, ev))
         elif kind == "orphan":
             self.reject_alone(
                 MISSING_METADATA,
@@ -739,6 +843,8 @@ class _Run:
             return
         entry = self.st["pending"].setdefault(key, {"since": self.now, "rows": {}})
         rows = self.rows(key)
+        # A snapshot row read after this event in its partition waits for the transaction.
+        self.st["open"].setdefault(self.tp, {}).setdefault(key, rec.offset)
         if not entry.get("by_lsn"):
             order = str(ev.order)
             earlier = rows.get(order)
@@ -822,7 +928,7 @@ class _Run:
         assert ev.txn is not None
         key = self.txn_key(ev.txn)
         lsn = self.id_lsn(ev.txn)
-        if lsn is not None and lsn <= self.st["wm"]:
+        if lsn <= self.st["wm"] if lsn is not None else key in self.done_keys:
             # Re-sent END of a transaction already emitted: drop it and its data events.
             buffered = len(self.pop_rows(key))
             self.st["begins"].pop(key, None)
@@ -870,8 +976,46 @@ class _Run:
 
     # -- emission -------------------------------------------------------------------------
 
-    def emit_snapshot(self) -> None:
-        rows, n = self.snapshot, self.s.snapshot_batch_rows
+    def on_snapshot(self, row: _Row) -> None:
+        """Emit a snapshot row with the call's, or hold it behind waiting transactions.
+
+        An incremental snapshot's rows come in the middle of the stream: one read after a
+        transaction's event in its partition holds a later state of the row than that event
+        wrote, so it must not be applied first. The initial snapshot precedes every change of
+        its topics, so nothing holds it. Rows of a partition leave in the order they came.
+        """
+        pending = self.st["pending"]
+        waiting = self.st["open"].get(self.tp, {})
+        keys = [k for k in waiting if k in pending]
+        if keys or self.tp in self.held_at:
+            self.st["held"].append([row, keys])
+            self.held_at.add(self.tp)
+        else:
+            self.snapshot.append(row)
+
+    def release_held(self) -> None:
+        """Emit the held snapshot rows whose transactions have all left the waiting ones."""
+        held = self.st["held"]
+        if not held:
+            return
+        pending = self.st["pending"]
+        blocked: set[str] = set()
+        free: list[_Row] = []
+        kept: list[list[Any]] = []
+        for entry in held:
+            row, keys = entry
+            where = f"{row[0]}\x00{row[1]}"
+            if where in blocked or any(k in pending for k in keys):
+                blocked.add(where)  # rows of a partition keep their order
+                kept.append(entry)
+            else:
+                free.append(row)
+        self.st["held"] = kept
+        self.held_at = blocked
+        self.emit_snapshot(free)
+
+    def emit_snapshot(self, rows: list[_Row]) -> None:
+        n = self.s.snapshot_batch_rows
         for start in range(0, len(rows), n):
             chunk = rows[start : start + n]
             first = chunk[0]
@@ -884,7 +1028,6 @@ class _Run:
                 chunk[-1][2],
                 chunk[-1][8],
             )
-        self.snapshot = []
 
     def drain(self) -> None:
         ends = self.ends
@@ -909,12 +1052,15 @@ class _Run:
             self.st["pending"].pop(key, None)
             if head["lsn"] is not None:
                 self.st["wm"] = max(self.st["wm"], head["lsn"])
+            else:
+                self.left_queue(key)
             if bad is not None:
                 if bad is not head.get("bad"):  # the END's own was raised when it was read
                     self.violate_at(
                         bad[0], head["topic"], head["partition"], head["offset"], key, bad[1]
                     )
                 self.reject_rows(key, ordered, head, f"{bad[0]}: {bad[1]}")
+                self.release_held()
                 continue
             if rebuilt:
                 # Later copies from the first write are dropped by LSN, as re-sends are.
@@ -928,6 +1074,16 @@ class _Run:
                 head["offset"],
                 head["ts"],
             )
+            self.release_held()
+
+    def left_queue(self, key: str) -> None:
+        """Note a ``txn-id=exact`` transaction applied or rejected: its next END is a re-send."""
+        if self.s.txn_id != "exact":
+            return
+        if len(self.done) == EXACT_IDS_KEPT:
+            self.done_keys.discard(self.done[0])
+        self.done.append(key)
+        self.done_keys.add(key)
 
     def by_numbers(
         self, head: dict[str, Any], rows: dict[str, _Row]
@@ -962,7 +1118,9 @@ class _Run:
             # Debezium began it more than once (a Connect crash inside it): complete only when
             # each write's first event is read, at one LSN. A write that resumed in the middle
             # numbers its first event 1 too, at another LSN, and on_data keys the transaction
-            # by LSN.
+            # by LSN. Its BEGINs carry one id (tests/integration/debezium/
+            # test_connect_crash_inside_transaction.py), so they cannot tell a write started
+            # over from its first change from one resumed inside.
             return None
         ordered = [rows[k] for k in sorted(rows, key=int)]
         if len(rows) != head["count"] or counts != want:
@@ -1232,6 +1390,7 @@ class _Run:
             head = ends.popleft()
             key = head["key"]
             self.queued.discard(key)
+            self.left_queue(key)
             restarted = self.by_lsn(key)
             pending = self.pop_rows(key)
             where = (
@@ -1268,6 +1427,10 @@ class _Run:
                     len(ordered) + 1,
                     len(ordered),
                 ]
+            # Those behind it waited only for commit order: the complete ones go out now, and
+            # only an incomplete one that waited as long is rejected (the loop's next turn).
+            self.release_held()
+            self.drain()
         for key in [k for k, p in self.st["pending"].items() if self.now - p["since"] >= limit]:
             if key in self.queued:
                 continue  # its END is queued: the END's own clock decides
@@ -1291,6 +1454,7 @@ class _Run:
                 len(ordered),
                 len(ordered),
             ]
+        self.release_held()
         # Bookkeeping of rejected / dropped transactions is bounded by the same clock.
         for name in ("rejected", "dropping", "rebuilt"):
             table = self.st[name]
@@ -1313,5 +1477,13 @@ class _Run:
 
     def finish(self) -> DebeziumStep:
         self.st["ends"] = list(self.ends)
+        if self.done:
+            self.st["done"] = list(self.done)
+        pending = self.st["pending"]
+        self.st["open"] = {
+            tp: kept
+            for tp, keys in self.st["open"].items()
+            if (kept := {k: at for k, at in keys.items() if k in pending})
+        }
         state = (DEBEZIUM_STATE_VERSION, _dump(self.st))
         return DebeziumStep(self.out, state, self.next_deadline())

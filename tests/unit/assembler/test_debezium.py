@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from typing import Any
 
 import pytest
 
 from assembler.debezium import (
+    DEBEZIUM_STATE_VERSION,
     DebeziumAssembler,
     DebeziumAssemblyFailed,
     DebeziumSettings,
@@ -188,6 +190,55 @@ def test_toast_placeholder_never_overwrites_a_value() -> None:
     assert pickle.loads(pickle.dumps(info.value)).offset == records[1].offset
 
 
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [PLACEHOLDER],  # text[]
+        "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==",  # bytea, base64 of the placeholder's bytes
+        PLACEHOLDER.encode().hex(),  # bytea, binary.handling.mode=hex
+        ["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="],  # bytea[]
+        list(PLACEHOLDER.encode()),  # integer[], bigint[]: the placeholder's byte values
+        [float(b) for b in PLACEHOLDER.encode()],  # real[], double precision[]
+        {PLACEHOLDER: PLACEHOLDER},  # hstore, hstore.handling.mode=map
+        json.dumps({PLACEHOLDER: PLACEHOLDER}),  # hstore, hstore.handling.mode=json
+        ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],  # uuid[]: Java's nameUUIDFromBytes of it
+    ],
+)
+def test_toast_placeholder_of_every_column_type_is_rejected(value: Any) -> None:
+    """Debezium's UnchangedToastedPlaceholder writes the marker in the column's own type."""
+    src = Source()
+    records = [
+        src.begin(706, 10),
+        src.change(ORDERS, "u", {"order_id": 1, "tags": value, "note": "x"}, 706, 1, 11),
+        src.end(706, 12, {"orders": 1}),
+    ]
+    out, _ = run(DebeziumAssembler(settings()), [records])
+    assert rows(out) == []
+    assert {r.reason.split(":")[0] for r in out} == {"unavailable-value"}
+    assert "column(s) tags of public.orders" in out[0].reason
+
+
+def test_values_that_only_look_like_the_placeholder_are_applied() -> None:
+    src = Source()
+    near = {
+        "order_id": 1,
+        "note": f"about {PLACEHOLDER}",
+        "tags": [PLACEHOLDER, "x"],
+        "codes": list(PLACEHOLDER.encode())[:-1],
+        "attrs": {PLACEHOLDER: "x"},
+    }
+    records = [
+        src.begin(706, 10),
+        src.change(ORDERS, "u", near, 706, 1, 11),
+        src.end(706, 12, {"orders": 1}),
+    ]
+    out, _ = run(DebeziumAssembler(settings()), [records])
+    assert [json.loads(r.row or "{}") for r in rows(out)] == [near]
+
+
 def test_heartbeats_tombstones_schema_changes_and_messages_are_skipped() -> None:
     src = Source()
     noise = [
@@ -218,6 +269,52 @@ def test_snapshot_rows_come_in_bounded_chunks_before_transactions() -> None:
         (4, 9),
     ]
     assert [r.is_txn_end for r in out[:5]] == [False, True, False, True, True]
+
+
+PAYMENTS = "shop.public.payments"
+
+
+def test_an_incremental_snapshot_row_waits_for_the_transactions_before_it() -> None:
+    """Incremental snapshot rows (op=r, no transaction block) come in the middle of the stream.
+
+    Order 7 goes to v1 in 741 (with an item, late on its topic) and to v2 in 742; then a
+    snapshot row of order 7 (v2) in the orders topic. Applied first, it would show 742's state
+    and then 741's, a state PostgreSQL never had.
+    """
+    src = Source()
+    b1 = src.begin(741, 101)
+    o1 = src.change(ORDERS, "u", {"order_id": 7, "v": 1}, 741, 1, 101)
+    i1 = src.change(ITEMS, "c", {"order_id": 7, "line": 1}, 741, 2, 102)
+    e1 = src.end(741, 103, {"orders": 1, "order_items": 1})
+    b2 = src.begin(742, 201)
+    o2 = src.change(ORDERS, "u", {"order_id": 7, "v": 2}, 742, 1, 201)
+    e2 = src.end(742, 202, {"orders": 1})
+    snap = src.change(ORDERS, "r", {"order_id": 7, "v": 2}, None)
+    other = src.change(PAYMENTS, "r", {"order_id": 8}, None)  # nothing before it
+    nxt = order_txn(src, 743, 300, 7)
+    asm = DebeziumAssembler(settings())
+    first = asm.process(None, [b1, o1, e1, b2, o2, e2, snap, other], 0)
+    assert [(r.txn_id, r.table) for r in first.outputs] == [
+        (f"snapshot:{PAYMENTS}:0:0", "payments")
+    ]
+    second = asm.process(first.state, [i1, *nxt], 1_000)
+    assert [(r.txn_seq, r.table, json.loads(r.row or "{}").get("v")) for r in second.outputs] == [
+        (2, "orders", 1),
+        (2, "order_items", None),
+        (3, "orders", 2),
+        (4, "orders", 2),  # the snapshot row, after 742 and before 743
+        (5, "orders", None),
+        (5, "order_items", None),
+        (5, "order_items", None),
+    ]
+    # A held row is released when what it waits for is rejected too, and then only.
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [b1, o1, e1, snap], 0)
+    assert step.outputs == []
+    assert step.timeout_at_ms == 10_000
+    late = asm.expire(step.state, 10_000)
+    assert [r.kind for r in late.outputs] == [KIND_REJECT, KIND_REJECT, KIND_ROW]
+    assert json.loads(late.outputs[-1].row or "{}") == {"order_id": 7, "v": 2}
 
 
 def test_end_without_begin_rejects_the_transaction() -> None:
@@ -275,6 +372,32 @@ def test_counts_that_never_complete_time_out_and_late_events_follow() -> None:
     assert rows(after.outputs)[0].txn_seq == 1
 
 
+def test_a_complete_transaction_behind_a_timed_out_head_is_applied() -> None:
+    # 716's END heads the queue one item short; 717 behind it is complete and waits only for
+    # commit order. When 716 times out, only it is rejected: 717 is applied, not dead-lettered.
+    src = Source()
+    b, o, *_ = order_txn(src, 716, 10, 1)
+    short = src.end(716, 14, {"orders": 1, "order_items": 1})
+    b2 = src.begin(717, 100)
+    o2 = src.change(ORDERS, "u", {"order_id": 2}, 717, 1, 101)
+    e2 = src.end(717, 102, {"orders": 1})
+    nxt = order_txn(src, 718, 200, 3)
+    asm = DebeziumAssembler(settings())
+    step = asm.process(None, [b, o, short, b2, o2, e2], 0)
+    assert step.outputs == []
+    late = asm.expire(step.state, 10_000)
+    assert [(r.kind, r.txn_id) for r in late.outputs] == [
+        (KIND_REJECT, "716"),
+        (KIND_REJECT, "716"),
+        (KIND_ROW, "717"),
+    ]
+    assert late.outputs[0].reason.startswith("txn-timeout:")
+    assert rows(late.outputs)[0].txn_seq == 1
+    # Nothing is left queued: the next transaction is applied as soon as it is read.
+    done = asm.process(late.state, nxt, 10_001)
+    assert [(r.txn_id, r.txn_seq) for r in done.outputs] == [("718", 2)] * 3
+
+
 def test_more_events_than_the_end_says_is_a_count_mismatch() -> None:
     src = Source()
     records = [
@@ -306,6 +429,64 @@ def test_replays_and_connect_resends_change_nothing() -> None:
     dup = src.change(ITEMS, "c", {"order_id": 2, "line": 1}, 714, 2, 102)
     step = asm.process(step.state, [b, o, i1, dup, i2, e], 0)
     assert [r.txn_seq for r in step.outputs] == [2, 2, 2]
+
+
+def test_txn_id_exact_drops_a_resent_transaction() -> None:
+    """A connector with a stable id has no LSN watermark: the ids emitted tell a re-send."""
+    src = Source()
+    asm = DebeziumAssembler(settings(txn_id="exact"))
+
+    def txn(xid: int) -> list[SourceRecord]:
+        return [
+            src.begin(xid, 400),
+            src.change(ORDERS, "c", {"order_id": xid}, xid, 1, 400),
+            src.end(xid, 400, {"orders": 1}),
+        ]
+
+    first = asm.process(None, txn(804), 0)
+    assert [r.txn_id for r in rows(first.outputs)] == ["804:400"]
+    # Re-sent at new offsets, same ids, with its data after its END this time; then a new one.
+    b, o, e = txn(804)
+    again = asm.process(first.state, [b, e], 1)
+    assert again.outputs == []
+    later = asm.process(again.state, [o, *txn(805)], 2)
+    assert [(r.txn_id, r.txn_seq) for r in later.outputs] == [("805:400", 2)]
+    # One dead-lettered for a timeout and then re-sent whole is not applied either.
+    b, o, e = txn(806)
+    waited = asm.expire(asm.process(later.state, [b, e], 3).state, 20_000)
+    assert {r.kind for r in waited.outputs} == {KIND_REJECT}
+    forgotten = asm.expire(waited.state, 40_000).state  # its rejection's bookkeeping expired
+    resent = asm.process(forgotten, txn(806), 40_001)
+    assert rows(resent.outputs) == []
+
+
+def test_txn_id_exact_counts_three_part_data_collections() -> None:
+    """SQL Server names a data collection <db>.<schema>.<table> in its END ("testDB.dbo.tablea"
+    in Debezium's docs); its events say db, schema and table apart."""
+    tid = "00000025:00000d08:0025"
+    begin = {"status": "BEGIN", "id": tid, "event_count": None, "data_collections": None}
+    end = {
+        "status": "END",
+        "id": tid,
+        "event_count": 1,
+        "data_collections": [{"data_collection": "testDB.dbo.tablea", "event_count": 1}],
+    }
+    data = {
+        "before": None,
+        "after": {"pk": 2, "aa": 1},
+        "source": {"db": "testDB", "schema": "dbo", "table": "tablea", "ts_ms": 1},
+        "op": "c",
+        "transaction": {"id": tid, "total_order": 1, "data_collection_order": 1},
+    }
+    records = [
+        SourceRecord(TXN_TOPIC, 0, 0, json.dumps(begin).encode(), None),
+        SourceRecord("shop.dbo.tablea", 0, 0, json.dumps(data).encode(), b'{"pk":2}'),
+        SourceRecord(TXN_TOPIC, 0, 1, json.dumps(end).encode(), None),
+    ]
+    out, _ = run(DebeziumAssembler(settings(txn_id="exact")), [records])
+    assert [(r.kind, r.database, r.table, r.txn_id) for r in out] == [
+        (KIND_ROW, "demo", "tablea", tid)
+    ]
 
 
 def test_schemas_enabled_envelope_and_state_round_trip() -> None:
@@ -416,12 +597,31 @@ def test_a_state_written_by_the_previous_release_is_read() -> None:
         ("order_items", '{"order_id":1,"line":1}'),
         ("order_items", '{"order_id":1,"line":2}'),
     ]
-    assert step.state[0] == 2
+    assert step.state[0] == DEBEZIUM_STATE_VERSION
+
+
+def test_a_version_2_state_is_read_and_its_waiting_transactions_hold_snapshot_rows() -> None:
+    """Version 2 had no index of the waiting transactions' partitions: it is built on load."""
+    src = Source()
+    b, o, i1, i2, e = order_txn(src, 731, 10, 1)
+    snap = src.change(ORDERS, "r", {"order_id": 1, "n": 3}, None)
+    version, blob = DebeziumAssembler(settings()).process(None, [b, o], 0).state
+    assert version == DEBEZIUM_STATE_VERSION
+    (size,) = struct.unpack_from(">I", blob)
+    header = json.loads(blob[4 : 4 + size])
+    del header["open"], header["held"]
+    text = json.dumps(header).encode()
+    v2 = (2, struct.pack(">I", len(text)) + text + blob[4 + size :])
+    asm = DebeziumAssembler(settings())
+    step = asm.process(v2, [snap], 0)
+    assert step.outputs == []  # the snapshot row was read after the order's change
+    done = asm.process(step.state, [i1, i2, e], 0)
+    assert [json.loads(r.row or "{}").get("n") for r in done.outputs] == [2, None, None, 3]
 
 
 def test_a_state_from_a_newer_release_is_refused_by_name() -> None:
-    with pytest.raises(AssemblerError, match="state version 3 is not one this release reads"):
-        DebeziumAssembler(settings()).process((3, b"{}"), [], 0)
+    with pytest.raises(AssemblerError, match="state version 4 is not one this release reads"):
+        DebeziumAssembler(settings()).process((4, b"{}"), [], 0)
 
 
 def test_a_state_of_the_wrong_length_is_refused() -> None:

@@ -98,3 +98,83 @@ def test_any_interleaving_emits_whole_transactions_in_commit_order(
     # Everything again (a full replay): nothing new.
     everything = [r for recs in topics.values() for r in recs]
     assert asm.process(state, everything, 0).outputs == []
+
+
+@st.composite
+def with_incremental_snapshots(
+    draw: Any,
+) -> tuple[dict[str, list[SourceRecord]], dict[int, set[str]], dict[int, tuple[str, int]]]:
+    """Transactions with incremental snapshot rows between them in the data topics.
+
+    Returns the per-topic records, each transaction's topics (by xid) and each snapshot row's
+    topic and the number of transactions written before it (by its id).
+    """
+    src = Source()
+    topics: dict[str, list[SourceRecord]] = {TXN_TOPIC: []}
+    touched: dict[int, set[str]] = {}
+    snaps: dict[int, tuple[str, int]] = {}
+    lsn = 1000
+    for t in range(draw(st.integers(1, 5))):
+        xid = 500 + t
+        tables = draw(st.lists(st.sampled_from(TABLES), min_size=1, max_size=4))
+        topics[TXN_TOPIC].append(src.begin(xid, lsn + 1))
+        counts: dict[str, int] = {}
+        for order, table in enumerate(tables, start=1):
+            lsn += 1
+            topic = f"shop.public.{table}"
+            rec = src.change(topic, "c", {"id": lsn, "txn": xid}, xid, order, lsn)
+            topics.setdefault(topic, []).append(rec)
+            counts[table] = counts.get(table, 0) + 1
+        touched[xid] = {f"shop.public.{t}" for t in tables}
+        lsn += 1
+        topics[TXN_TOPIC].append(src.end(xid, lsn, counts))
+        for table in draw(st.lists(st.sampled_from(TABLES), max_size=2)):
+            lsn += 1
+            topic = f"shop.public.{table}"
+            topics.setdefault(topic, []).append(src.change(topic, "r", {"id": lsn}, None))
+            snaps[lsn] = (topic, t + 1)
+    return topics, touched, snaps
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow],
+)
+@given(data=st.data(), work=with_incremental_snapshots())
+def test_incremental_snapshot_rows_land_between_the_transactions_around_them(
+    data: st.DataObject,
+    work: tuple[dict[str, list[SourceRecord]], dict[int, set[str]], dict[int, tuple[str, int]]],
+) -> None:
+    topics, touched, snaps = work
+    asm = DebeziumAssembler(dbz_settings())
+    cursors = dict.fromkeys(topics, 0)
+    state = None
+    seen: list[tuple[int | None, str, int]] = []  # (txn_seq, txn id or "snapshot", row id)
+    while any(cursors[t] < len(topics[t]) for t in topics):
+        call: list[SourceRecord] = []
+        for topic, recs in topics.items():
+            take = data.draw(st.integers(0, len(recs) - cursors[topic]))
+            call += recs[cursors[topic] : cursors[topic] + take]
+            cursors[topic] += take
+        if not call:
+            topic = next(t for t in topics if cursors[t] < len(topics[t]))
+            call.append(topics[topic][cursors[topic]])
+            cursors[topic] += 1
+        step = asm.process(state, data.draw(st.permutations(call)), 0)
+        assert all(o.kind == KIND_ROW for o in step.outputs), step.outputs
+        seen += [(o.txn_seq, o.txn_id or "", json.loads(o.row or "{}")["id"]) for o in step.outputs]
+        state = pickle.loads(pickle.dumps(step.state)) if data.draw(st.booleans()) else step.state
+    assert [s for s, _, _ in seen] == sorted(s for s, _, _ in seen)  # emission order = txn_seq
+    place = {}  # xid -> txn_seq
+    for seq, txn, _ in seen:
+        if not txn.startswith("snapshot:"):
+            place[int(txn)] = seq
+    assert sorted(place) == sorted(touched)
+    got = {row: seq for seq, txn, row in seen if txn.startswith("snapshot:")}
+    assert sorted(got) == sorted(snaps)
+    for row, (topic, before) in snaps.items():
+        for xid, topics_of in touched.items():
+            if topic in topics_of:
+                # After every transaction before it in its topic, before every one after it.
+                assert (place[xid] < got[row]) == (xid - 500 < before), (row, xid)

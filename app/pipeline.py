@@ -204,9 +204,13 @@ def _count_filtered(stats: BatchStats, result: object) -> None:
 def _write_dead_letter_file(
     df: DataFrame, batch_id: int, settings: DeadLetterSettings, config: AppConfig
 ) -> None:
-    """One JSON-lines file per batch, written atomically (rename), rewritten on replay."""
+    """One JSON-lines file per batch, written atomically (rename), rewritten on replay.
+
+    In a folder per streaming query id: a new checkpoint numbers its batches from 0 again,
+    and must not overwrite the dead letters of the one before.
+    """
     rejects = df.filter(F.col("kind") == F.lit(KIND_REJECT)).toLocalIterator()
-    folder = Path(settings.path) / config.pipeline.name
+    folder = Path(settings.path) / config.pipeline.name / query_id_of(df.sparkSession)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"batch-{batch_id:012d}.jsonl"
     tmp = target.with_suffix(".tmp")

@@ -121,12 +121,21 @@ def resume_offsets(
         topic: {str(p): ours.get((topic, p), default - 1) + 1 for p in parts}
         for topic, parts in partitions.items()
     }
+    unknown = [
+        f"{t}-{p}" for t, parts in sorted(partitions.items()) for p in parts if (t, p) not in ours
+    ]
     log.warning(
         "checkpoint %s has no offsets: resuming from StarRocks' progress table (last "
-        "committed %s), not from starting-offsets=%s",
+        "committed %s), not from starting-offsets=%s%s",
         location,
         where,
         config.source.starting_offsets,
+        # Nothing was committed from these: they start where starting-offsets says, and with
+        # latest what reached them while the checkpoint was gone is not read.
+        f"; partitions without progress start at {config.source.starting_offsets}: "
+        f"{', '.join(unknown)}"
+        if unknown
+        else "",
     )
     return json.dumps(offsets, sort_keys=True)
 
@@ -151,8 +160,9 @@ def merge_topic_ids(
                 f"topic {topic} was deleted and re-created (Kafka topic id {old} in "
                 f"checkpoint {location}, {new} now): its offsets in the checkpoint belong "
                 "to the old topic, and reading on would skip the new one's records. Start "
-                "with a new pipeline.checkpoint-location (and source.starting-offsets="
-                "earliest to read the new topic whole)"
+                "with a new pipeline.checkpoint-location and source.on-lost-checkpoint=ignore "
+                "(StarRocks' progress rows hold the old topic's offsets too), and source."
+                "starting-offsets=earliest to read the new topic whole"
             )
             raise StartRefusedError(msg)
     return {**(stored or {}), **now}

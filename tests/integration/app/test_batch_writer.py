@@ -10,7 +10,7 @@ import pytest
 
 from app.assembly import OUTPUT_DDL
 from app.config import AppConfig, load_config
-from app.pipeline import BatchWriter, to_sink_rows
+from app.pipeline import QUERY_ID_PROPERTY, BatchWriter, to_sink_rows
 from app.progress import BatchStats, ProgressReporter
 from demo.ddl import split_statements
 from devstack.stack import DDL_FILE
@@ -137,9 +137,16 @@ def test_rejects_go_to_one_file_per_batch_and_a_replay_rewrites_it(
     sink = RecordingSink()
     reporter = ProgressReporter(enabled=False)
     writer = BatchWriter(sink, config, reporter)
+    # foreachBatch runs on Spark's batch thread, which carries the checkpoint's query id.
+    spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, "query-a")
     for _ in range(2):  # the second call is Spark replaying the batch after a crash
         writer(to_sink_rows(batch(spark), config), 7)
-    files = sorted((tmp_path / "orders-demo").iterdir())
+    # A new checkpoint numbers its batches from 0 again: its files go beside, not over.
+    spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, "query-b")
+    writer(to_sink_rows(batch(spark), config), 7)
+    spark.sparkContext.setLocalProperty(QUERY_ID_PROPERTY, None)
+    assert sorted(p.name for p in (tmp_path / "orders-demo").iterdir()) == ["query-a", "query-b"]
+    files = sorted((tmp_path / "orders-demo" / "query-a").iterdir())
     assert [f.name for f in files] == ["batch-000000000007.jsonl"]
     lines = [json.loads(x) for x in files[0].read_text().splitlines()]
     assert [(e["txn_id"], e["row_seq"], e["batch_id"]) for e in lines] == [

@@ -77,3 +77,25 @@ def test_topic_id_change_refuses_and_new_topics_are_added() -> None:
     text = str(refused.value)
     assert "topic a was deleted and re-created" in text
     assert "topic id X in checkpoint /ck, W now" in text
+
+
+def test_the_way_out_of_a_re_created_topic_reads_the_new_topic_whole() -> None:
+    """The progress rows hold the old topic's offsets: the refusal's advice must not resume
+    from them (review, 12-07: it said only a new checkpoint and earliest)."""
+    with pytest.raises(StartRefusedError) as refused:
+        merge_topic_ids({"cdc.orders": "OLD"}, {"cdc.orders": "NEW"}, "/ck")
+    advice = str(refused.value)
+    assert "source.on-lost-checkpoint=ignore" in advice
+    assert "source.starting-offsets=earliest" in advice
+    # As advised: a new checkpoint (no offsets), ignore, earliest.
+    config = _config(on_lost_checkpoint="ignore", starting_offsets="earliest")
+    old_topic = {("cdc.orders", 0): 500, ("cdc.orders", 1): 480}
+    assert resume_offsets(config, old_topic, PARTS) is None  # the configured earliest
+
+
+def test_the_warning_names_the_partitions_without_progress(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="app.resume"):
+        resume_offsets(_config(starting_offsets="latest"), {("cdc.orders", 0): 41}, PARTS)
+    assert "partitions without progress start at latest: cdc.orders-1, cdc.orders-2" in caplog.text

@@ -18,7 +18,13 @@ from sinks.starrocks.committer import (
     PerTableCommitter,
     raise_load_failures,
 )
-from sinks.starrocks.errors import AuthError, FilteredRowsError, InvalidRequestError, classify
+from sinks.starrocks.errors import (
+    AuthError,
+    FilteredRowsError,
+    InvalidRequestError,
+    StarRocksError,
+    classify,
+)
 from sinks.starrocks.filtered_rows import SourceTxn, retry_plan
 from sinks.starrocks.loader import ANY_TABLE
 from sinks.starrocks.protocol import LoadState, TxnOp
@@ -831,7 +837,9 @@ class Refusing(ScriptedApi):
         if left is not None and left <= 0:
             self.calls.append((name, label, table))
             body = json.dumps({"status": "FAILED", "msg": "Access denied for u@h"})
-            raise classify(TxnOp(name), 401, body, label=label, table=table)
+            refused = classify(TxnOp(name), 401, body, label=label, table=table)
+            assert isinstance(refused, StarRocksError)
+            raise refused
         if left is not None:
             self.passes[name] = left - 1
         return super()._call(name, label, table, fn)

@@ -366,6 +366,9 @@ def _source(
 # Consumer settings Spark's Kafka source refuses or owns (KafkaSourceProvider), with the option
 # that does the job instead.
 _SPARK_OWNED = {
+    # The driver's own calls (topic ids, partitions, resume offsets) go there too: a second
+    # address here would have Spark read one cluster and the checks ask another.
+    "bootstrap.servers": "source.bootstrap-servers",
     "auto.offset.reset": "source.starting-offsets",
     "enable.auto.commit": "nothing: Spark's checkpoint owns the offsets",
     "key.deserializer": "nothing: keys are read as bytes",

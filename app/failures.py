@@ -31,6 +31,17 @@ _ADVICE = (
 )
 
 
+# Spark's KAFKA_DATA_LOSS.PARTITIONS_DELETED: partitions in the checkpoint that the subscription
+# no longer has. Retention is not the cause, and re-producing cannot help.
+_DELETED_ADVICE = (
+    "Partitions in the checkpoint are no longer subscribed: their topic was removed from "
+    "source.topics, or deleted. If you removed it on purpose, start once with --set "
+    "source.fail-on-data-loss=false (Spark drops its offsets and logs them at WARN), then "
+    "without it. The checkpoint and StarRocks are unchanged: nothing after the last "
+    "committed batch was written."
+)
+
+
 _CAUSED_BY = re.compile(r"^\s*Caused by: (.+)$", re.MULTILINE)
 
 _PARTITION = re.compile(r"topic partition (?P<topic>\S+)-(?P<partition>\d+)\b")
@@ -59,7 +70,8 @@ def explain_query_failure(text: str, earliest: EarliestOffset | None = None) -> 
         now = (
             f" (the earliest offset Kafka still has there is {start})" if start is not None else ""
         )
-        return f"Kafka data loss: {reason}{now}. {_ADVICE}"
+        advice = _DELETED_ADVICE if loss.group("kind") == "PARTITIONS_DELETED" else _ADVICE
+        return f"Kafka data loss: {reason}{now}. {advice}"
     first = text.strip().splitlines()[0].strip() if text.strip() else "unknown error"
     # A wrapper ("Exception thrown in awaitResult:") says nothing: name the root cause too.
     causes = _CAUSED_BY.findall(text)

@@ -315,6 +315,7 @@ def test_maxwell_envelope_reads_maxwell_json_with_the_same_machine(conf_file: Pa
         ("kafka.auto.offset.reset", "use source.starting-offsets"),
         ("kafka.enable.auto.commit", "Spark's checkpoint owns the offsets"),
         ("bootstrap.servers", "only kafka.* client settings"),
+        ("kafka.bootstrap.servers", "use source.bootstrap-servers"),
     ],
 )
 def test_kafka_option_typos_and_spark_owned_keys_are_named(

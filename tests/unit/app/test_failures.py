@@ -74,3 +74,19 @@ def test_a_wrapped_error_names_its_root_cause() -> None:
         "state.StateStoreCommitValidationFailed: [STATE_STORE_COMMIT_VALIDATION_FAILED] State "
         "store commit validation failed for batch 1.)"
     )
+
+
+DELETED_TEXT = """[KAFKA_DATA_LOSS.PARTITIONS_DELETED] Some data may have been lost because they are not
+available in Kafka any more; either ...
+Reason: Partitions Set(cdc.old-0, cdc.old-1) have been deleted. SQLSTATE: 22000
+\tat org.apache.spark.sql.kafka010.KafkaExceptions$.partitionsDeleted
+"""
+
+
+def test_partitions_gone_from_the_subscription_are_not_blamed_on_retention() -> None:
+    """A topic removed from source.topics: Spark calls its partitions deleted (review, 12-07)."""
+    line = explain_query_failure(DELETED_TEXT)
+    assert "Partitions Set(cdc.old-0, cdc.old-1) have been deleted" in line
+    assert "removed from source.topics" in line
+    assert "source.fail-on-data-loss=false" in line
+    assert "retention" not in line

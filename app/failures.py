@@ -22,12 +22,15 @@ _REASON = re.compile(
     re.DOTALL,
 )
 
+_UNCHANGED = (
+    "The checkpoint and StarRocks are unchanged: nothing after the last committed batch was "
+    "written."
+)
 _ADVICE = (
     "The records are no longer in Kafka: retention deleted them while the pipeline was down "
     "or behind, or the topic was deleted and re-created. To go on without them, restart with "
     "--set source.fail-on-data-loss=false (Spark then logs each skipped range at WARN); to "
-    "keep them, re-produce them into the topic first. The checkpoint and StarRocks are "
-    "unchanged: nothing after the last committed batch was written."
+    f"keep them, re-produce them into the topic first. {_UNCHANGED}"
 )
 
 
@@ -37,8 +40,7 @@ _DELETED_ADVICE = (
     "Partitions in the checkpoint are no longer subscribed: their topic was removed from "
     "source.topics, or deleted. If you removed it on purpose, start once with --set "
     "source.fail-on-data-loss=false (Spark drops its offsets and logs them at WARN), then "
-    "without it. The checkpoint and StarRocks are unchanged: nothing after the last "
-    "committed batch was written."
+    f"without it. {_UNCHANGED}"
 )
 
 

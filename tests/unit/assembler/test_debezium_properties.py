@@ -22,6 +22,36 @@ pytestmark = pytest.mark.unit
 TABLES = ("orders", "order_items", "payments")
 
 
+#: Both properties draw a stream and cut it into calls: large examples, slow ones.
+STREAMS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow],
+)
+
+
+def _write_txn(
+    src: Source, topics: dict[str, list[SourceRecord]], xid: int, tables: list[str], lsn: int
+) -> tuple[int, list[tuple[str, int]]]:
+    """Transaction ``xid``: its BEGIN, one insert per table (ids from ``lsn`` on), its END.
+
+    Returns the last LSN used and the (table, id) rows in commit order.
+    """
+    topics.setdefault(TXN_TOPIC, []).append(src.begin(xid, lsn))
+    counts: dict[str, int] = {}
+    rows: list[tuple[str, int]] = []
+    for order, table in enumerate(tables, start=1):
+        lsn += 1
+        topic = f"shop.public.{table}"
+        rec = src.change(topic, "c", {"id": lsn, "txn": xid}, xid, order, lsn)
+        topics.setdefault(topic, []).append(rec)
+        counts[table] = counts.get(table, 0) + 1
+        rows.append((table, lsn))
+    lsn += 1
+    topics[TXN_TOPIC].append(src.end(xid, lsn, counts))
+    return lsn, rows
+
+
 @st.composite
 def workloads(draw: Any) -> tuple[dict[str, list[SourceRecord]], list[list[tuple[str, int]]]]:
     """Per-topic record lists as Debezium writes them, and each transaction's rows."""
@@ -33,29 +63,14 @@ def workloads(draw: Any) -> tuple[dict[str, list[SourceRecord]], list[list[tuple
     for t in range(n_txns):
         xid = 500 + t
         tables = draw(st.lists(st.sampled_from(TABLES), min_size=1, max_size=5))
-        topics.setdefault(TXN_TOPIC, []).append(src.begin(xid, lsn))
-        counts: dict[str, int] = {}
-        rows: list[tuple[str, int]] = []
-        for order, table in enumerate(tables, start=1):
-            lsn += 1
-            topic = f"shop.public.{table}"
-            rec = src.change(topic, "c", {"id": lsn, "txn": xid}, xid, order, lsn)
-            topics.setdefault(topic, []).append(rec)
-            counts[table] = counts.get(table, 0) + 1
-            rows.append((table, lsn))
-        lsn += 1
-        topics[TXN_TOPIC].append(src.end(xid, lsn, counts))
+        lsn, rows = _write_txn(src, topics, xid, tables, lsn)
         expected.append(rows)
     # Snapshot-free, heartbeat-free stream; a heartbeat topic adds noise.
     topics["__debezium-heartbeat.shop"] = [src.record("__debezium-heartbeat.shop", {"ts_ms": 1})]
     return topics, expected
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow],
-)
+@STREAMS
 @given(data=st.data(), work=workloads())
 def test_any_interleaving_emits_whole_transactions_in_commit_order(
     data: st.DataObject,
@@ -68,16 +83,7 @@ def test_any_interleaving_emits_whole_transactions_in_commit_order(
     emitted: list[list[Any]] = []
     previous: list[SourceRecord] = []
     while any(cursors[t] < len(topics[t]) for t in topics):
-        call: list[SourceRecord] = []
-        for topic, recs in topics.items():
-            # Each topic advances on its own: Spark's offset ranges per partition.
-            take = data.draw(st.integers(0, len(recs) - cursors[topic]))
-            call += recs[cursors[topic] : cursors[topic] + take]
-            cursors[topic] += take
-        if not call:  # always progress, so the example stays small
-            topic = next(t for t in topics if cursors[t] < len(topics[t]))
-            call.append(topics[topic][cursors[topic]])
-            cursors[topic] += 1
+        call = _next_call(data, topics, cursors)
         if data.draw(st.booleans()):
             call += previous  # a replayed batch's records: skipped by offset
         call = data.draw(st.permutations(call))
@@ -117,17 +123,8 @@ def with_incremental_snapshots(
     for t in range(draw(st.integers(1, 5))):
         xid = 500 + t
         tables = draw(st.lists(st.sampled_from(TABLES), min_size=1, max_size=4))
-        topics[TXN_TOPIC].append(src.begin(xid, lsn + 1))
-        counts: dict[str, int] = {}
-        for order, table in enumerate(tables, start=1):
-            lsn += 1
-            topic = f"shop.public.{table}"
-            rec = src.change(topic, "c", {"id": lsn, "txn": xid}, xid, order, lsn)
-            topics.setdefault(topic, []).append(rec)
-            counts[table] = counts.get(table, 0) + 1
+        lsn, _rows = _write_txn(src, topics, xid, tables, lsn)
         touched[xid] = {f"shop.public.{t}" for t in tables}
-        lsn += 1
-        topics[TXN_TOPIC].append(src.end(xid, lsn, counts))
         for table in draw(st.lists(st.sampled_from(TABLES), max_size=2)):
             lsn += 1
             topic = f"shop.public.{table}"
@@ -136,11 +133,7 @@ def with_incremental_snapshots(
     return topics, touched, snaps
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.large_base_example, HealthCheck.too_slow],
-)
+@STREAMS
 @given(data=st.data(), work=with_incremental_snapshots())
 def test_incremental_snapshot_rows_land_between_the_transactions_around_them(
     data: st.DataObject,
@@ -152,15 +145,7 @@ def test_incremental_snapshot_rows_land_between_the_transactions_around_them(
     state = None
     seen: list[tuple[int | None, str, int]] = []  # (txn_seq, txn id or "snapshot", row id)
     while any(cursors[t] < len(topics[t]) for t in topics):
-        call: list[SourceRecord] = []
-        for topic, recs in topics.items():
-            take = data.draw(st.integers(0, len(recs) - cursors[topic]))
-            call += recs[cursors[topic] : cursors[topic] + take]
-            cursors[topic] += take
-        if not call:
-            topic = next(t for t in topics if cursors[t] < len(topics[t]))
-            call.append(topics[topic][cursors[topic]])
-            cursors[topic] += 1
+        call = _next_call(data, topics, cursors)
         step = asm.process(state, data.draw(st.permutations(call)), 0)
         assert all(o.kind == KIND_ROW for o in step.outputs), step.outputs
         seen += [(o.txn_seq, o.txn_id or "", json.loads(o.row or "{}")["id"]) for o in step.outputs]
@@ -178,3 +163,20 @@ def test_incremental_snapshot_rows_land_between_the_transactions_around_them(
             if topic in topics_of:
                 # After every transaction before it in its topic, before every one after it.
                 assert (place[xid] < got[row]) == (xid - 500 < before), (row, xid)
+
+
+def _next_call(
+    data: st.DataObject, topics: dict[str, list[SourceRecord]], cursors: dict[str, int]
+) -> list[SourceRecord]:
+    """The next call's records: each topic advances on its own (Spark's offset ranges per
+    partition), and by one record at least, so the example stays small."""
+    call: list[SourceRecord] = []
+    for topic, recs in topics.items():
+        take = data.draw(st.integers(0, len(recs) - cursors[topic]))
+        call += recs[cursors[topic] : cursors[topic] + take]
+        cursors[topic] += take
+    if not call:
+        topic = next(t for t in topics if cursors[t] < len(topics[t]))
+        call.append(topics[topic][cursors[topic]])
+        cursors[topic] += 1
+    return call

@@ -40,6 +40,10 @@ class TooManyFilteredError(SinkTerminalError):
     """More source transactions of one batch have filtered rows than the policy isolates."""
 
 
+class FailureNotReproducedError(SinkTerminalError):
+    """A batch's filtered rows are in none of its source transactions, as far as probes see."""
+
+
 class ProbeLabelUsedError(Exception):
     """A probe label was begun before, by a run that crashed; it is rolled back now."""
 
@@ -51,7 +55,10 @@ def find_filtered(
 
     Rows are filtered one by one (strict mode), so when a failing range's left half loads,
     its right half fails without a probe. ``k`` bad units among ``n`` cost at most about
-    ``k * log2(n)`` probes.
+    ``k * (log2(n) + 1)`` probes. That inference is only as good as the failure's
+    reproducing in probes (a row outside ``units``, such as a dead letter's, or a failure
+    that came and went, does not): so a unit is named only once a probe saw it fail, alone
+    or as the left half it was. One that loads alone is not bad, whatever was inferred.
 
     Returns:
         The failing units with the failure that names them, in ``units`` order, and the
@@ -60,14 +67,22 @@ def find_filtered(
     Raises:
         TooManyFilteredError: More than ``max_bad`` units fail (a schema mismatch rather
             than a few bad rows: the batch fails as it did without the policy).
+        FailureNotReproducedError: No unit fails in a probe (the batch then fails as it did).
     """
     bad: list[tuple[U, str]] = []
     probes = 0
-    # Ranges known to fail, with their failure; popped left first.
-    todo: list[tuple[Sequence[U], str]] = [(units, failure)]
+    # Ranges seen (True) or inferred (False) to fail, with their failure; popped left first.
+    # The batch's failure is inferred for ``units``: the batch had rows besides theirs.
+    todo: list[tuple[Sequence[U], str, bool]] = [(units, failure, False)]
     while todo:
-        part, why = todo.pop()
+        part, why, seen = todo.pop()
         if len(part) == 1:
+            if not seen:
+                checked = probe(part)
+                probes += 1
+                if checked is None:
+                    continue
+                why = checked
             bad.append((part[0], why))
             if len(bad) > max_bad:
                 msg = (
@@ -82,12 +97,23 @@ def find_filtered(
         left, right = part[:mid], part[mid:]
         left_why = probe(left)
         probes += 1
-        right_why = why if left_why is None else probe(right)
-        probes += left_why is not None
+        if left_why is None:
+            todo.append((right, why, False))
+            continue
+        right_why = probe(right)
+        probes += 1
         if right_why is not None:
-            todo.append((right, right_why))
-        if left_why is not None:
-            todo.append((left, left_why))
+            todo.append((right, right_why, True))
+        todo.append((left, left_why, True))
+    if not bad:
+        msg = (
+            f"the batch failed with rows StarRocks filters ({failure}), but none of its "
+            f"{len(units)} source transactions fails in a probe: the filtered rows are not a "
+            "source transaction's (a dead letter's own row, say) or the failure did not happen "
+            "again. Nothing was committed; see the rejected rows StarRocks names, fix the "
+            "table or the data, and start again (the batch is replayed)"
+        )
+        raise FailureNotReproducedError(msg)
     return bad, probes
 
 

@@ -554,8 +554,8 @@ class StarRocksSink(Sink):
             error,
         )
         started = time.monotonic()
-        # Never empty: the whole batch is known to fail, and a failing range always has a
-        # failing half. Should the rows fail only together, the retry below fails as before.
+        # Every transaction named failed in a probe. Should the rows fail only together, the
+        # retry below fails as before.
         bad, probes = find_filtered(txns, why_filtered(error), probe, cfg.filtered_rows_max_txns)
         for txn, why in bad:
             logger.warning(

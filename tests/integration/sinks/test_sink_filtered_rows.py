@@ -245,3 +245,26 @@ def test_a_batch_whose_every_row_is_filtered_commits_its_dead_letters(
     )
     assert again.outcome is Outcome.ALREADY_APPLIED
     assert len(dead_letters(sr)) == 3
+
+
+def test_a_filtered_failure_that_no_probe_reproduces_dead_letters_nothing(
+    sr: Any, spark: Any
+) -> None:
+    """The batch's commit says rows were filtered, but every probe loads (the failure went,
+    or the row was none of the source transactions'): no good transaction may be inferred
+    bad and dead-lettered; the batch fails, nothing is committed, and a replay writes it."""
+    options = {"sink.filtered-rows": "dead-letter", "sink.batch.max-attempts": "1"}
+    sink = make_sink(sr, **options)
+    sink.open()
+    sr.control.fail_next("commit", status="FAILED", message="too many filtered rows")
+
+    with pytest.raises(SinkTerminalError, match=r"none of its 4 source transactions fails"):
+        sink.write_batch(orders_batch(spark, 4, {}), 0)
+
+    assert table_rows(sr, "orders") == []
+    assert dead_letters(sr) == []
+    assert "PREPARED" not in sr.control.labels(DB).values()
+    replay = make_sink(sr, **options).write_batch(orders_batch(spark, 4, {}), 0)
+    assert replay.outcome is Outcome.COMMITTED
+    assert [r[0] for r in table_rows(sr, "orders")] == [1, 2, 3, 4]
+    assert dead_letters(sr) == []

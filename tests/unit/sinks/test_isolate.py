@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sinks.starrocks.errors import FilteredRowsError, LabelAlreadyExistsError, ServerBusyError
 from sinks.starrocks.isolate import (
+    FailureNotReproducedError,
     ProbeLabelUsedError,
     TooManyFilteredError,
     find_filtered,
@@ -39,24 +40,50 @@ def test_bisection_finds_exactly_the_failing_units_in_few_probes(
     case: tuple[int, set[int]],
 ) -> None:
     n, bad = case
-    if not bad:
-        return  # the batch failed, so at least one unit fails
     seen, probe = prober(bad)
+    if not bad:
+        # The batch failed, but no unit does in a probe: nothing is named.
+        with pytest.raises(FailureNotReproducedError, match=f"none of its {n} source"):
+            find_filtered(list(range(n)), "batch failed", probe, max_bad=n)  # type: ignore[arg-type]
+        return
     found, probes = find_filtered(list(range(n)), "batch failed", probe, max_bad=n)  # type: ignore[arg-type]
     assert [u for u, _ in found] == sorted(bad)
     assert probes == len(seen)
-    assert probes <= 2 * len(bad) * max(1, math.ceil(math.log2(n)))
+    assert probes <= len(bad) * (2 * math.ceil(math.log2(n)) + 1)
     for unit, why in found:
-        assert str(unit) in why or why == "batch failed"
+        # Named by a probe that saw it fail, never by the batch's own failure.
+        assert str(unit) in why
 
 
-def test_one_failing_unit_needs_no_probe_and_a_known_failing_half_is_not_probed() -> None:
-    assert find_filtered(["a"], "why", lambda _part: None, max_bad=1) == ([("a", "why")], 0)
+def test_a_known_failing_half_is_not_probed_but_a_unit_is_named_only_once_seen_failing() -> None:
     seen, probe = prober({3})
     found, probes = find_filtered([0, 1, 2, 3], "batch failed", probe, max_bad=1)  # type: ignore[arg-type]
-    # [0, 1] loads, so [2, 3] fails without a probe; then [2] loads, so [3] fails.
-    assert seen == [[0, 1], [2]]
-    assert (found, probes) == ([(3, "batch failed")], 2)
+    # [0, 1] loads, so [2, 3] fails without a probe; then [2] loads, and [3] is seen failing.
+    assert seen == [[0, 1], [2], [3]]
+    assert (found, probes) == ([(3, "rows of [3] filtered")], 3)
+    alone = find_filtered(["a"], "why", lambda _part: "a's rows", max_bad=1)
+    assert alone == ([("a", "a's rows")], 1)
+
+
+def test_a_failure_that_no_probe_reproduces_names_no_unit() -> None:
+    """The batch's filtered row is outside the units (a dead letter's, say), or the failure
+    went: the bisection must not infer its way down to a good unit and name it."""
+    seen, probe = prober(set())
+    with pytest.raises(FailureNotReproducedError, match=r"\(batch failed\), but none of its 4"):
+        find_filtered([0, 1, 2, 3], "batch failed", probe, max_bad=4)  # type: ignore[arg-type]
+    assert seen == [[0, 1], [2], [3]]
+    # A unit that loads alone is left out even when others are found: here 0 and 1 fail
+    # only together.
+    probed: list[Sequence[int]] = []
+
+    def together(part: Sequence[int]) -> str | None:
+        probed.append(part)
+        return f"rows of {list(part)} filtered" if 3 in part or part == [0, 1] else None
+
+    found, probes = find_filtered([0, 1, 2, 3], "batch failed", together, max_bad=4)
+    assert found == [(3, "rows of [3] filtered")]
+    assert probed == [[0, 1], [2, 3], [0], [1], [2], [3]]
+    assert probes == 6
 
 
 def test_more_failing_units_than_allowed_stop_the_search() -> None:

@@ -12,15 +12,40 @@ from the state store, so the same rows under a new attempt of the label).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Protocol
 
 from app.checkpoint_files import CheckpointFiles
-from sinks.starrocks.behind import PendingCommit
+from sinks.starrocks.behind import COMMIT_BEHIND_FAILED, PendingCommit
 from sinks.starrocks.steps import Verdict
 
 log = logging.getLogger(__name__)
 
 NOTE_FILE = "cdc-commit-behind.json"
+_FAILED_BATCH = re.compile(rf"{COMMIT_BEHIND_FAILED}: StarRocks batch (\d+) ")
+
+
+class Restarts:
+    """How many times the query may start again after failed commits behind.
+
+    ``max_attempts`` in a row for one batch, as a sync commit retries it within the batch: a
+    failure of a later batch means the replay went through, so a pipeline running for weeks
+    does not run out of restarts one rare failure at a time.
+    """
+
+    def __init__(self, max_attempts: int) -> None:
+        self._max = max_attempts
+        self._batch: int | None = None
+        self._count = 0
+
+    def allow(self, failed: str) -> bool:
+        """Whether to start again after ``failed`` (the failure's COMMIT_BEHIND_FAILED line)."""
+        found = _FAILED_BATCH.search(failed)
+        batch = int(found.group(1)) if found else None
+        if batch != self._batch:
+            self._batch, self._count = batch, 0
+        self._count += 1
+        return self._count <= self._max
 
 
 class Settles(Protocol):

@@ -135,6 +135,7 @@ def _run_query(
     spark: SparkSession, config: AppConfig, sink: StarRocksSink, reporter: ProgressReporter
 ) -> int:
     """Plan the start, run the query until it ends or is stopped; the exit code."""
+    from app.commit_behind import Restarts
     from app.pipeline import detach_listeners, start_query
     from app.preflight import describe_topics
     from app.resume import plan_start
@@ -162,7 +163,7 @@ def _run_query(
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    restarts = 0
+    restarts = Restarts(config.starrocks.batch_max_attempts)
     try:
         while True:
             query = start_query(spark, config, sink, reporter)
@@ -181,8 +182,7 @@ def _run_query(
             # A batch Spark recorded did not commit: starting again commits its label or
             # rewinds the checkpoint to replay it, as a sync commit would have retried it
             # within the batch (app/commit_behind.py).
-            restarts += 1
-            if restarts > config.starrocks.batch_max_attempts:
+            if not restarts.allow(failed):
                 log.error("query stops: %s", failed.strip())
                 return 1
             log.warning("query restarts to replay a batch whose commit failed: %s", failed.strip())

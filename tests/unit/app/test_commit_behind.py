@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.commit_behind import recover
+from app.commit_behind import Restarts, recover
 from sinks.exceptions import SinkTerminalError
-from sinks.starrocks.behind import PendingCommit
+from sinks.starrocks.behind import PendingCommit, _failed
 from sinks.starrocks.steps import Verdict
 
 pytestmark = pytest.mark.unit
@@ -90,3 +90,19 @@ def test_a_label_settling_cannot_decide_keeps_the_checkpoint_and_the_note():
     with pytest.raises(SinkTerminalError, match="could not be settled"):
         recover(note, files, refused)  # type: ignore[arg-type]
     assert (files.deleted, note.pending) == ([], PENDING)
+
+
+def failure_of(batch: int) -> str:
+    """The line ``app/main.py`` finds in the query's failure (it crosses py4j as text)."""
+    return "py4j ... " + str(_failed(PendingCommit("q", batch, f"l-{batch}"), "refused"))
+
+
+def test_restarts_are_counted_per_failing_batch_not_for_the_process_life():
+    restarts = Restarts(2)
+    # Rare failures of ever later batches: each replay went through, so the query goes on.
+    assert all(restarts.allow(failure_of(batch)) for batch in range(10, 60, 5))
+    # One batch that fails again and again: max_attempts restarts, then the query stops.
+    assert [restarts.allow(failure_of(70)) for _ in range(3)] == [True, True, False]
+    # A line without a batch id counts as one more failure of an unknown batch.
+    unknown = Restarts(1)
+    assert [unknown.allow("COMMIT_BEHIND_FAILED"), unknown.allow("x")] == [True, False]

@@ -10,12 +10,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from app.txn_limits import TxnLimits, task_limits
 from assembler.debezium import DEBEZIUM_STATE_FIELDS, DebeziumAssembler, DebeziumSettings
 from assembler.machine import TransactionAssembler
 from assembler.output import OUTPUT_FIELDS
@@ -130,9 +132,12 @@ class _Assembling:
         return {**self.__dict__, "_assembler": None}
 
     def assembler(self) -> TransactionAssembler:
-        """This worker's assembler."""
+        """This worker's assembler, with the limits of the task's batch (app/txn_limits.py)."""
+        limits = task_limits()
         if self._assembler is None:
             self._assembler = TransactionAssembler(self._settings)
+        if limits is not None and TxnLimits.of(self._assembler.settings) != limits:
+            self._assembler = self._assembler.with_settings(limits.apply(self._settings))
         return self._assembler
 
 
@@ -313,6 +318,11 @@ class AssembleDebezium:
         """Apply this batch's records of one source; yield the rows the core emits."""
         now_ms = int(state.getCurrentProcessingTimeMs())
         previous = tuple(state.get) if state.exists else None
+        limits = task_limits()
+        core = self._assembler.settings.core
+        if limits is not None and TxnLimits.of(core) != limits:
+            settings = self._assembler.settings
+            self._assembler = DebeziumAssembler(replace(settings, core=limits.apply(core)))
         with paused_gc():
             records: list[SourceRecord] = []
             if state.hasTimedOut:

@@ -39,6 +39,7 @@ from app.config import AppConfig, DeadLetterSettings
 from app.progress import BatchStats, ProgressListener, ProgressReporter
 from app.state_layout import plan_layout, session_state_partitions
 from app.task_load import LoadInTask
+from app.txn_limits import BatchLimits, TxnLimits, batch_limits, plan_limits
 from assembler.output import KIND_REJECT, KIND_ROW
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
@@ -128,13 +129,29 @@ class BatchWriter:
     assembler runs once per batch however many actions follow.
     """
 
-    def __init__(self, sink: BatchSink, config: AppConfig, reporter: ProgressReporter) -> None:
+    def __init__(
+        self,
+        sink: BatchSink,
+        config: AppConfig,
+        reporter: ProgressReporter,
+        limits: BatchLimits | None = None,
+    ) -> None:
         self._sink = sink
         self._config = config
         self._reporter = reporter
+        self._limits = limits
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Write one micro-batch (Spark calls this on the driver, once or again on replay)."""
+        if self._limits is None:
+            self._write(batch_df, batch_id)
+            return
+        # The batch's assembling tasks apply the limits it first ran with (app/txn_limits.py).
+        sc = batch_df.sparkSession.sparkContext
+        with batch_limits(sc, self._limits.for_batch(batch_id)):
+            self._write(batch_df, batch_id)
+
+    def _write(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         config = self._config
         counter = _counter(config)
@@ -307,6 +324,8 @@ def start_query(
         # checkpoint (app/commit_behind.py).
         stop()
         recover(CheckpointNote(files), files, sink)  # type: ignore[arg-type]
+    core = config.source.debezium.core if config.source.debezium is not None else config.assembler
+    limits = plan_limits(files, TxnLimits.of(core), config.pipeline.checkpoint_location)
     if config.source.debezium is not None:
         # Data topics + the transaction topic, assembled per source (docs/debezium.md).
         load = task_load(sink, config)
@@ -335,7 +354,7 @@ def start_query(
     rows = assembled if load is not None else to_sink_rows(assembled, config)
     writer = (
         rows.writeStream.queryName(config.pipeline.name)
-        .foreachBatch(BatchWriter(sink, config, reporter))
+        .foreachBatch(BatchWriter(sink, config, reporter, limits))
         .option("checkpointLocation", config.pipeline.checkpoint_location)
         .outputMode("append")
     )

@@ -144,6 +144,10 @@ class TransactionAssembler:
         """The settings this assembler applies."""
         return self._settings
 
+    def with_settings(self, settings: AssemblerSettings) -> TransactionAssembler:
+        """An assembler applying ``settings`` with this one's decoder (and schema caches)."""
+        return TransactionAssembler(settings, self._decoder)
+
     def process(
         self, state: PartitionState | None, records: Iterable[SourceRecord], now_ms: int
     ) -> Step:

@@ -5,6 +5,7 @@ sink finds its label committed and loads nothing, and the query goes on from the
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,52 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
         checkpoint / "commits" / "0",
         checkpoint / "commits" / "1",
     ]
+
+
+def test_a_replayed_batch_keeps_the_limits_it_first_ran_with(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    """The start after the crash lowers max-txn-bytes below open order 2's buffered row. Batch
+    0's replay must keep order 2 open as its first run did (the sink skips its committed
+    label, so a rejection there would reach no table and no dead letter); batch 1, under the
+    new limit, gets only order 2's END, and commits it whole."""
+    emulator = starrocks_emulator
+    bootstrap = kafka_broker.bootstrap
+    topic = f"limits-{uuid.uuid4().hex[:8]}"
+    two_orders_and_an_open_one(bootstrap, topic)
+    checkpoint = tmp_path / "ck"
+
+    def run(*extra: str) -> Recorder:
+        recorder = Recorder()
+        query = start(spark, topic_config(emulator, bootstrap, topic, checkpoint, *extra), recorder)
+        try:
+            query.processAllAvailable()
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+            detach_listeners(spark)
+            recorder.sink.close()
+        return recorder
+
+    run()
+    assert orders(emulator) == [1, 101]
+    for name in ("0", ".0.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    produce(bootstrap, topic, order_txn(2)[2:], partition=0, key=b"k")  # order 2's END
+
+    second = run("assembler.max-txn-bytes=10")
+
+    assert [(s.batch_id, s.outcome) for s in second.seen] == [
+        (0, "already_applied"),
+        (1, "committed"),
+    ]
+    assert orders(emulator) == [1, 2, 101]
+    assert emulator.sql("SELECT COUNT(*) FROM demo._cdc_dead_letter") == [(0,)]
+    spans = json.loads((checkpoint / "cdc-txn-limits.json").read_text())["spans"]
+    assert [(first, limits[1]) for first, limits in spans] == [(0, 256 * 2**20), (1, 10)]
 
 
 def test_a_batch_spark_recorded_whose_commit_behind_was_lost_is_replayed_by_a_rewind(

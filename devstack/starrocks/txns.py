@@ -218,6 +218,14 @@ def _stats(txn: Txn, ch: Channel, started: float) -> dict[str, Any]:
     }
 
 
+#: ``ErrorCode.ERR_NO_PARTITIONS_HAVE_DATA_LOAD``: a multi-table sub-task that loaded no row.
+NO_ROWS_LOADED = (
+    "No partitions have data available for loading. If you are sure there may be no data to be "
+    "loaded, you can use `ADMIN SET FRONTEND CONFIG ('empty_load_as_error' = 'false')` to "
+    "ensure such load jobs can succeed"
+)
+
+
 def _too_filtered(ch: Channel) -> bool:
     """Spec §5: filtered / (total - unselected) > max_filter_ratio."""
     denom = ch.total - ch.unselected
@@ -747,16 +755,26 @@ class TxnManager:
                 if state_reply is not None:
                     return state_reply
                 for table, ch in channels.items():
-                    if _too_filtered(ch):
+                    if ch.total and not ch.total - ch.filtered - ch.unselected:
+                        # waitCoordFinish: no row loaded fails before the filter ratio is
+                        # read (StreamLoadTask, ERR_NO_PARTITIONS_HAVE_DATA_LOAD; later
+                        # builds ERR_NO_ROWS_IMPORTED), whatever max_filter_ratio says.
+                        msg = (
+                            f"Failed to load table {table}, error: label: {label}, error_msg: "
+                            f"cancel stream task for exception: {NO_ROWS_LOADED}"
+                        )
+                    elif _too_filtered(ch):
                         url = self._error_url(txn, ch)
                         msg = (
                             f"Failed to load table {table}, error: abnormal data more than max "
                             f"filter rate, tracking_url: {url}"
                         )
-                        # commitTxn's loadData registered the tables before this one.
-                        txn.registered = True
-                        self._finish(txn, CANCELLED, msg)
-                        return fe("FAILED", EXC + msg)
+                    else:
+                        continue
+                    # commitTxn's loadData registered the tables before this one.
+                    txn.registered = True
+                    self._finish(txn, CANCELLED, msg)
+                    return fe("FAILED", EXC + msg)
                 if channels and not txn.registered:
                     txn.registered = True  # loadData registers the label in the txn manager
                 if ok_but_failed:

@@ -146,6 +146,20 @@ def _tracking_url(message: str) -> str:
     return match.group(1) if match else ""
 
 
+def _no_rows_loaded(text: str) -> bool:
+    """Whether ``text`` (lower-cased) says a load loaded no row.
+
+    ``ERR_NO_PARTITIONS_HAVE_DATA_LOAD`` in a multi-table sub-task, "all partitions have no
+    load data" from older FEs. Later builds raise ``ERR_NO_ROWS_IMPORTED`` there, whose text
+    was not at hand to check: its hint at ``empty_load_as_error``, if it kept one, is matched.
+    """
+    return (
+        "no partitions have data available" in text
+        or "all partitions have no load data" in text
+        or "empty_load_as_error" in text
+    )
+
+
 def _field(data: dict[str, Any], *names: str) -> str:
     lowered = {k.lower(): v for k, v in data.items()}
     for name in names:
@@ -229,9 +243,11 @@ def classify(
         or "need auth information" in text
     ):
         return AuthError(f"{said}. {_AUTH_ADVICE}", **ctx)
-    # Only a text that says the filter ratio was exceeded is a data problem: a multi-table
-    # commit's "Failed to load table <t>" wraps any sub-task failure (spec §3.3, S13).
-    if "too many filtered rows" in text or "max filter rate" in text:
+    # Only a text that says the filter ratio was exceeded, or that a table loaded no row, is a
+    # data problem: a multi-table commit's "Failed to load table <t>" wraps any sub-task
+    # failure (spec §3.3, S13). The sink loads no table without rows, so a table that loaded
+    # none had every row filtered; StarRocks says so before it reads the filter ratio.
+    if "too many filtered rows" in text or "max filter rate" in text or _no_rows_loaded(text):
         url = error_url or _tracking_url(message)
         return FilteredRowsError(f"{said}. {_FILTERED_ADVICE}", error_url=url, **ctx)
     if "failed to load table" in text:

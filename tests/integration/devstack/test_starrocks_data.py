@@ -139,12 +139,29 @@ def test_strict_mode_conversion(c: TxnClient, emu: EmulatorHandle) -> None:
 def test_max_filter_ratio_multi_aborts_whole_txn(c: TxnClient, emu: EmulatorHandle) -> None:
     assert c.call("begin", "mf", multi=True, timeout="30").status == "OK"
     assert c.load("mf", "t2", [{"id": 1, "ref": 1}], multi=True).status == "OK"
-    assert c.load("mf", "t1", [{"id": None}], multi=True).status == "OK"
+    assert c.load("mf", "t1", [{"id": None}, {"id": 2}], multi=True).status == "OK"
     r = c.call("commit", "mf", multi=True)
     assert r.status == "FAILED"
     assert "Failed to load table t1" in r.message
-    assert "tracking_url:" in r.message
+    assert "abnormal data more than max filter rate, tracking_url:" in r.message
     assert c.state("mf") == "ABORTED"
+    assert emu.sql(f"SELECT COUNT(*) FROM {c.db}.t2") == [(0,)]
+
+
+def test_a_multi_table_sub_task_that_loaded_no_row_fails_whatever_the_ratio(
+    c: TxnClient, emu: EmulatorHandle
+) -> None:
+    """StarRocks' waitCoordFinish refuses "no row loaded" before it reads the filter ratio:
+    every row of t1 filtered fails the transaction even with max_filter_ratio 1."""
+    assert c.call("begin", "nr", multi=True, timeout="30").status == "OK"
+    assert c.load("nr", "t2", [{"id": 1, "ref": 1}], multi=True).status == "OK"
+    load = c.load("nr", "t1", [{"id": None}], multi=True, max_filter_ratio="1")
+    assert load.status == "OK"
+    r = c.call("commit", "nr", multi=True)
+    assert r.status == "FAILED"
+    assert "Failed to load table t1" in r.message
+    assert "No partitions have data available for loading" in r.message
+    assert c.state("nr") == "ABORTED"
     assert emu.sql(f"SELECT COUNT(*) FROM {c.db}.t2") == [(0,)]
 
 

@@ -268,3 +268,25 @@ def test_a_filtered_failure_that_no_probe_reproduces_dead_letters_nothing(
     assert replay.outcome is Outcome.COMMITTED
     assert [r[0] for r in table_rows(sr, "orders")] == [1, 2, 3, 4]
     assert dead_letters(sr) == []
+
+
+def test_a_table_whose_every_row_is_filtered_is_dead_lettered_in_multi_table_mode(
+    sr: Any, spark: Any
+) -> None:
+    """order_items gets one row, a bad one: StarRocks fails the multi-table commit with "no
+    row loaded" for that table, before it reads the filter ratio. That is filtered rows too,
+    not an aborted transaction to retry until the batch gives up."""
+    sink = make_sink(sr, **{"sink.filtered-rows": "dead-letter", "sink.batch.max-attempts": "1"})
+    sink.open()
+    bad = order_txn(1, items=1, txn_seq=1, offset=10)
+    image = json.loads(bad[1]["row"])
+    image["amount"] = "lots"
+    bad[1]["row"] = json.dumps(image)
+
+    result = sink.write_batch(batch(spark, bad + order_txn(2, items=0, txn_seq=2, offset=20)), 0)
+
+    assert result.outcome is Outcome.COMMITTED
+    assert (result.filtered_txns, result.filtered_rows) == (1, 2)
+    assert [r[0] for r in table_rows(sr, "orders")] == [2]
+    assert table_rows(sr, "order_items") == []
+    assert [r[3] for r in dead_letters(sr)] == ["tx-1-1"] * 2

@@ -187,6 +187,21 @@ CASES = [
         errs.FilteredRowsError,
     ),
     (
+        # A table whose every row was filtered: StarRocks' waitCoordFinish fails on "no row
+        # loaded" before it reads the filter ratio (review 12-08).
+        TxnOp.COMMIT,
+        200,
+        body(
+            "FAILED",
+            "class com.starrocks.common.StarRocksException: Failed to load table order_items, "
+            "error: label: l-0, error_msg: cancel stream task for exception: No partitions have "
+            "data available for loading. If you are sure there may be no data to be loaded, you "
+            "can use `ADMIN SET FRONTEND CONFIG ('empty_load_as_error' = 'false')` to ensure "
+            "such load jobs can succeed",
+        ),
+        errs.FilteredRowsError,
+    ),
+    (
         # Audit finding 6: the wrapper alone is not a filtered-rows verdict.
         TxnOp.COMMIT,
         200,

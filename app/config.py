@@ -4,9 +4,10 @@ They are read once at start into frozen typed objects and validated before Spark
 
 Precedence, lowest first: built-in defaults, the YAML file, environment variables, ``--set``.
 
-Keys are dotted paths ``section.key``. Four sections are free-form maps whose keys are passed
-on verbatim to the component that owns them (so their names can follow that component's
-conventions, e.g. the StarRocks Flink connector's ``sink.label-prefix``):
+Keys are dotted paths ``section.key``; each takes one value, except the comma lists
+(:data:`COMMA_LISTS`), which take a YAML list too. Five sections are free-form maps whose keys
+are passed on verbatim to the component that owns them (so their names can follow that
+component's conventions, e.g. the StarRocks Flink connector's ``sink.label-prefix``):
 ``assembler.*``, ``starrocks.*``, ``source.options.*``, ``source.debezium.*`` and
 ``spark.conf.*``.
 
@@ -37,6 +38,17 @@ from common.options import Options
 from sinks.starrocks.config import StarRocksSinkConfig
 
 MAP_SECTIONS = ("assembler", "starrocks", "source.options", "source.debezium", "spark.conf")
+
+# Keys whose value is a comma-separated list: a YAML list of plain values is joined into one.
+COMMA_LISTS = frozenset(
+    {
+        "source.topics",
+        "source.bootstrap-servers",
+        "starrocks.load-url",
+        "starrocks.table-name",
+        "starrocks.sink.redirect.allowed-hosts",
+    }
+)
 
 DEFAULTS: dict[str, Any] = {
     "pipeline": {
@@ -253,11 +265,7 @@ def build_config(tree: Mapping[str, Any]) -> AppConfig:
         assembler=assembler,
         dead_letter=dead_letter,
         starrocks=sink,
-        spark=SparkSettings(
-            master=_str(tree["spark"], "spark", "master"),
-            app_name=_str(tree["spark"], "spark", "app-name") or f"cdc-{pipeline.name}",
-            conf=_string_map(tree["spark"]["conf"], "spark.conf"),
-        ),
+        spark=_spark(tree["spark"], pipeline.name),
         raw=tree,
     )
 
@@ -274,14 +282,22 @@ def _pipeline(section: Mapping[str, Any], starrocks: Mapping[str, str]) -> Pipel
     if progress not in ("line", "quiet"):
         msg = f"pipeline.progress={progress!r}: expected line or quiet"
         raise ConfigError(msg)
+    checkpoint = _str(section, "pipeline", "checkpoint-location")
+    if not checkpoint.strip():
+        # Offsets, state and the pipeline's own files live there: refused before Spark starts.
+        msg = (
+            "pipeline.checkpoint-location is empty: give the query's checkpoint folder "
+            "(a path, or a URI such as hdfs://nn/cdc/ckpt)"
+        )
+        raise ConfigError(msg)
     return PipelineSettings(
         name=name,
-        checkpoint_location=_str(section, "pipeline", "checkpoint-location"),
+        checkpoint_location=checkpoint,
         # The trigger interval is the commit interval: one sink transaction per micro-batch.
         trigger_interval_ms=_duration_ms(starrocks, "starrocks", "sink.buffer-flush.interval-ms"),
         state_partitions=_int(section, "pipeline", "state-partitions", minimum=1),
         progress="line" if progress == "line" else "quiet",
-        metrics_port=_int(section, "pipeline", "metrics-port", minimum=0),
+        metrics_port=_int(section, "pipeline", "metrics-port", minimum=0, maximum=65535),
         metrics_host=_str(section, "pipeline", "metrics-host"),
         idle_batches=_bool(section, "pipeline", "idle-batches"),
     )
@@ -411,9 +427,31 @@ def _dead_letter(section: Mapping[str, Any]) -> DeadLetterSettings:
     if destination not in ("table", "file"):
         msg = f"dead-letter.destination={destination!r}: expected table or file"
         raise ConfigError(msg)
+    path = _str(section, "dead-letter", "path")
+    if destination == "file" and not path.strip():
+        msg = (
+            "dead-letter.path is empty: dead-letter.destination=file writes its files under "
+            "it; give a folder"
+        )
+        raise ConfigError(msg)
     return DeadLetterSettings(
         destination="table" if destination == "table" else "file",
-        path=_str(section, "dead-letter", "path"),
+        path=path,
+    )
+
+
+def _spark(section: Mapping[str, Any], pipeline_name: str) -> SparkSettings:
+    # Spark's own properties are free-form, but only under spark.conf: a key beside it is a typo.
+    _check_keys(
+        section,
+        DEFAULTS["spark"],
+        "spark",
+        hint="; Spark properties go under spark.conf (e.g. spark.conf.spark.driver.memory)",
+    )
+    return SparkSettings(
+        master=_str(section, "spark", "master"),
+        app_name=_str(section, "spark", "app-name") or f"cdc-{pipeline_name}",
+        conf=_string_map(section["conf"], "spark.conf"),
     )
 
 
@@ -451,6 +489,10 @@ def _merge(tree: dict[str, Any], data: Mapping[str, Any], prefix: str) -> None:
         elif isinstance(value, Mapping):
             target = tree.setdefault(key, {})
             target.update(_flatten(value))
+        elif isinstance(tree.get(key), dict):
+            if value is not None:  # None: a section whose keys are all commented out
+                msg = f"{dotted}: expected a section (a mapping of key: value), got a single value"
+                raise ConfigError(msg)
         else:
             tree[key] = value
 
@@ -486,6 +528,9 @@ def _set_path(tree: dict[str, Any], key: str, value: Any) -> None:
             msg = f"--set {key}: unknown key (sections: {sorted(DEFAULTS)})"
             raise ConfigError(msg)
         node = child
+    if isinstance(node.get(parts[-1]), dict):
+        msg = f"--set {key}: {key} is a section; set one of its keys ({key}.<key>=value)"
+        raise ConfigError(msg)
     node[parts[-1]] = value
 
 
@@ -520,11 +565,13 @@ def _deep_copy(value: Any) -> Any:
 # --- typed accessors -------------------------------------------------------------------
 
 
-def _check_keys(section: Mapping[str, Any], known: Mapping[str, Any], name: str) -> None:
+def _check_keys(
+    section: Mapping[str, Any], known: Mapping[str, Any], name: str, hint: str = ""
+) -> None:
     unknown = set(section) - set(known)
     if unknown:
         key = sorted(unknown)[0]
-        msg = f"{name}.{key}: unknown key; known keys: {', '.join(sorted(known))}"
+        msg = f"{name}.{key}: unknown key; known keys: {', '.join(sorted(known))}{hint}"
         raise ConfigError(msg)
 
 
@@ -532,24 +579,37 @@ def _string_map(value: Any, name: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
         msg = f"{name}: expected a mapping of key: value"
         raise ConfigError(msg)
-    return {str(k): _scalar_text(v) for k, v in _flatten(value).items()}
+    return {str(k): _scalar_text(v, f"{name}.{k}") for k, v in _flatten(value).items()}
 
 
-def _scalar_text(value: Any) -> str:
+def _scalar_text(value: Any, key: str) -> str:
+    """A YAML value as the text a setting holds; ``key`` names it in errors."""
+    if isinstance(value, list | tuple) and key in COMMA_LISTS:
+        if not all(isinstance(item, str | int | float) for item in value):
+            msg = f"{key}: expected a list of plain values (or one comma-separated string)"
+            raise ConfigError(msg)
+        return ",".join(_scalar_text(item, key) for item in value)
+    if isinstance(value, Mapping | list | tuple):
+        # str() would make "['a', 'b']" a value; the key takes one value, so refuse it.
+        kind = "mapping" if isinstance(value, Mapping) else "list"
+        msg = f"{key}: expected a single value, got a {kind}"
+        raise ConfigError(msg)
     if isinstance(value, bool):
         return str(value).lower()
     return "" if value is None else str(value)
 
 
 def _str(section: Mapping[str, Any], name: str, key: str) -> str:
-    return _scalar_text(section.get(key, ""))
+    return _scalar_text(section.get(key, ""), f"{name}.{key}")
 
 
-def _int(section: Mapping[str, Any], name: str, key: str, *, minimum: int) -> int:
+def _int(
+    section: Mapping[str, Any], name: str, key: str, *, minimum: int, maximum: int | None = None
+) -> int:
     opt = Options(section, name)
     if opt.raw(key) is None:
         opt.fail(key, f"is required (a whole number >= {minimum})")
-    return opt.integer(key, 0, minimum=minimum)
+    return opt.integer(key, 0, minimum=minimum, maximum=maximum)
 
 
 def _duration_ms(section: Mapping[str, Any], name: str, key: str) -> int:

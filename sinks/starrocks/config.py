@@ -210,10 +210,14 @@ def _load_urls(raw: str) -> tuple[str, ...]:
         if not host:
             continue
         url = host if "://" in host else f"http://{host}"
-        parsed = urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname or not parsed.port:
+        try:
+            parsed = urlsplit(url)
+            port = parsed.port
+        except ValueError as e:  # a port out of 0-65535 or not a number, a broken [IPv6]
+            raise ConfigError(_msg("load-url", f"{host!r} is not host:port ({e})")) from e
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or not port:
             _fail("load-url", f"{host!r} is not host:port (FE HTTP address)")
-        urls.append(f"{parsed.scheme}://{parsed.hostname}:{parsed.port}")
+        urls.append(f"{parsed.scheme}://{parsed.hostname}:{port}")
     if not urls:
         _fail("load-url", "lists no FE address")
     return tuple(urls)
@@ -224,8 +228,8 @@ def _jdbc(raw: str) -> tuple[str, int]:
         _fail("jdbc-url", f"must look like jdbc:mysql://host:port, got {raw!r}")
     # One address is enough for validation/DDL; the first one of a list is used.
     first = raw[len("jdbc:") :].split(",")[0]
-    parsed = urlsplit(first)
     try:
+        parsed = urlsplit(first)
         port = parsed.port
     except ValueError as e:
         raise ConfigError(_msg("jdbc-url", f"has an invalid port: {raw!r}")) from e

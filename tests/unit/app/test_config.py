@@ -394,3 +394,95 @@ def test_broadcasts_go_in_small_pieces_unless_the_user_says_otherwise(conf_file:
     assert session_conf(load_config(conf_file, []))[BROADCAST_PIECE] == "256k"
     mine = load_config(conf_file, [f"spark.conf.{BROADCAST_PIECE}=4m"])
     assert session_conf(mine)[BROADCAST_PIECE] == "4m"
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "key", "expected"),
+    [
+        ("[cdc.orders, cdc.items]", "topics", ("cdc.orders", "cdc.items")),
+        ("[k1:9092, k2:9092]", "bootstrap-servers", "k1:9092,k2:9092"),
+    ],
+)
+def test_a_yaml_list_is_a_comma_list_where_the_key_takes_one(
+    conf_file: Path, yaml_value: str, key: str, expected: object
+) -> None:
+    # str() of the list made "['cdc.orders'" and "'cdc.items']" two topics.
+    conf_file.write_text(re.sub(rf"(?m)^  {key}: .*$", f"  {key}: {yaml_value}", BASE))
+    source = load_config(conf_file).source
+    assert (source.topics if key == "topics" else source.bootstrap_servers) == expected
+
+
+def test_sink_comma_lists_take_a_yaml_list(conf_file: Path) -> None:
+    conf_file.write_text(
+        BASE.replace("load-url: 127.0.0.1:8030", "load-url: [fe1:8030, fe2:8030]").replace(
+            "table-name: orders,order_items", "table-name: [orders, order_items]"
+        )
+    )
+    sink = load_config(conf_file).starrocks
+    assert sink.load_urls == ("http://fe1:8030", "http://fe2:8030")
+    assert sink.tables == ("orders", "order_items")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("  name: demo", "  name: [a, b]", "pipeline.name: expected a single value, got a list"),
+        ("topics: cdc.orders", "topics: [[a], b]", "source.topics: expected a list of plain"),
+        ("username: root", "username: [root]", "starrocks.username: expected a single value"),
+        ("topics: cdc.orders", "topics: {a: 1}", "source.topics: expected a single value"),
+        ("pipeline:\n  name: demo", "pipeline: demo\nx:\n  name: demo", "pipeline: expected a"),
+    ],
+)
+def test_lists_and_mappings_where_one_value_goes_are_refused(
+    conf_file: Path, old: str, new: str, names: str
+) -> None:
+    conf_file.write_text(BASE.replace(old, new))
+    with pytest.raises(ConfigError, match=re.escape(names)):
+        load_config(conf_file)
+
+
+def test_a_section_with_every_key_commented_out_keeps_its_defaults(conf_file: Path) -> None:
+    conf_file.write_text(BASE + "spark:\n  # master: local[2]\n")
+    assert load_config(conf_file).spark.master == ""
+    with pytest.raises(ConfigError, match=r"spark is a section"):
+        load_config(conf_file, ["spark=local[2]"])
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        ("pipeline.metrics-port=65536", "pipeline.metrics-port"),
+        ("pipeline.checkpoint-location=", "pipeline.checkpoint-location"),
+        ("pipeline.checkpoint-location= ", "pipeline.checkpoint-location"),
+        ("spark.mastr=yarn", "spark.mastr"),
+        ("spark.driver-memory=4g", "spark.driver-memory"),
+        ("starrocks.load-url=fe1:99999", "load-url"),
+        ("starrocks.load-url=fe1:http", "load-url"),
+    ],
+)
+def test_out_of_range_empty_and_unknown_values_name_the_key(
+    conf_file: Path, override: str, names: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(names)):
+        load_config(conf_file, [override])
+
+
+def test_metrics_port_takes_a_tcp_port(conf_file: Path) -> None:
+    assert load_config(conf_file, ["pipeline.metrics-port=65535"]).pipeline.metrics_port == 65535
+
+
+def test_spark_properties_go_under_spark_conf(conf_file: Path) -> None:
+    conf_file.write_text(BASE + "spark:\n  spark.driver.memory: 4g\n")
+    with pytest.raises(ConfigError, match=r"spark\.conf \(e\.g\. spark\.conf\.spark\.driver"):
+        load_config(conf_file)
+    conf_file.write_text(BASE)
+    config = load_config(conf_file, ["spark.app-name=mine", "spark.conf.spark.driver.memory=4g"])
+    assert (config.spark.app_name, config.spark.conf["spark.driver.memory"]) == ("mine", "4g")
+
+
+def test_dead_letter_files_need_a_path(conf_file: Path) -> None:
+    with pytest.raises(ConfigError, match=r"dead-letter\.path"):
+        load_config(conf_file, ["dead-letter.destination=file", "dead-letter.path="])
+    # The table destination does not use it.
+    config = load_config(conf_file, ["dead-letter.path="])
+    assert config.dead_letter.destination == "table"

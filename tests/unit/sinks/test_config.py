@@ -102,6 +102,10 @@ def test_required_options_are_named(key):
         ("jdbc-url", "jdbc:mysql://fe"),
         ("load-url", "fe1"),
         ("load-url", " , "),
+        ("load-url", "fe1:99999"),  # urlsplit's ValueErrors, not a traceback without the key
+        ("load-url", "fe1:http"),
+        ("load-url", "[::1:8030"),
+        ("jdbc-url", "jdbc:mysql://[::1:9030"),
         ("database-name", "shop;drop"),
         ("table-name", "orders,bad-name"),
         ("table-name", " , "),

@@ -34,7 +34,7 @@ from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
 from assembler.settings import AssemblerSettings, Targets
 from common.errors import ConfigError
-from common.options import Options
+from common.options import Options, is_secret_key
 from sinks.starrocks.config import StarRocksSinkConfig
 
 MAP_SECTIONS = ("assembler", "starrocks", "source.options", "source.debezium", "spark.conf")
@@ -101,6 +101,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _ENV_PREFIX = "CDC_"
+# A URL's user-info (scheme://user:password@host) is a credential, whatever the key's name.
+_URL_USER_INFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,58 @@ def load_config(
             raise ConfigError(msg)
         _set_path(tree, key.strip(), value)
     return build_config(tree)
+
+
+def get_setting(tree: Mapping[str, Any], key: str) -> str:
+    """One setting of a merged tree as text (``--get``); a key resolves as ``--set`` sets it.
+
+    Raises:
+        ConfigError: ``key`` names no setting, names a section (one value is printed, and a
+            section's values may hold credentials), or holds a credential.
+    """
+    if is_secret_key(key):
+        # Scripts call --get; a credential must not end up in their output or logs.
+        msg = f"{key} holds a secret and is never printed"
+        raise ConfigError(msg)
+    section = _map_section_of(key)
+    if section is None:
+        value: Any = tree
+        parent = ""
+        for part in key.split("."):
+            if not isinstance(value, Mapping):
+                msg = f"{key}: unknown key ({parent} is a single value)"
+                raise ConfigError(msg)
+            if part not in value:
+                where = f"keys of {parent}" if parent else "sections"
+                msg = f"{key}: unknown key ({where}: {', '.join(sorted(value))})"
+                raise ConfigError(msg)
+            value = value[part]
+            parent = f"{parent}.{part}" if parent else part
+    else:
+        node: Any = tree
+        for part in section.split("."):
+            node = node.get(part, {})
+        rest = key[len(section) + 1 :]
+        if rest not in node:
+            group = sorted(f"{section}.{k}" for k in node if k.startswith(rest + "."))
+            if group:
+                msg = f"{key} names several keys; --get prints one: {', '.join(group)}"
+            else:
+                # A free-form section has no defaults here: its component's own apply.
+                msg = (
+                    f"{key}: not set in the file, the environment or --set (if it is a "
+                    "valid key, its built-in default applies)"
+                )
+            raise ConfigError(msg)
+        value = node[rest]
+    if isinstance(value, Mapping):
+        msg = f"{key} is a section; --get prints one value: ask for one of its keys ({key}.KEY)"
+        raise ConfigError(msg)
+    text = _scalar_text(value, key)
+    if _URL_USER_INFO.search(text):
+        msg = f"{key} holds credentials (a URL's user:password@) and is never printed"
+        raise ConfigError(msg)
+    return text
 
 
 def build_config(tree: Mapping[str, Any]) -> AppConfig:
@@ -512,14 +566,26 @@ def _is_map_section(dotted: str) -> bool:
     return dotted in MAP_SECTIONS
 
 
-def _set_path(tree: dict[str, Any], key: str, value: Any) -> None:
+def _map_section_of(key: str) -> str | None:
+    """The free-form section ``key`` is a key of: its rest is one key, dots and all."""
     for section in sorted(MAP_SECTIONS, key=len, reverse=True):
         if key.startswith(section + "."):
-            node = tree
-            for part in section.split("."):
-                node = node.setdefault(part, {})
-            node[key[len(section) + 1 :]] = value
-            return
+            return section
+    return None
+
+
+def _node(tree: dict[str, Any], section: str) -> dict[str, Any]:
+    node = tree
+    for part in section.split("."):
+        node = node.setdefault(part, {})
+    return node
+
+
+def _set_path(tree: dict[str, Any], key: str, value: Any) -> None:
+    section = _map_section_of(key)
+    if section is not None:
+        _node(tree, section)[key[len(section) + 1 :]] = value
+        return
     parts = key.split(".")
     node = tree
     for part in parts[:-1]:

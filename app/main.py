@@ -18,9 +18,8 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the project's packages importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.config import AppConfig, load_config
+from app.config import AppConfig, get_setting, load_config
 from common.errors import CdcError, ConfigError
-from common.options import is_secret_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +51,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--check-config", action="store_true", help="validate the settings and exit"
     )
     parser.add_argument(
-        "--get", metavar="KEY", help="print one resolved setting (e.g. source.format) and exit"
+        "--get",
+        metavar="KEY",
+        help="print one resolved setting (e.g. source.format) and exit; refuses sections, "
+        "unknown keys and credentials (exit 2)",
     )
     return parser.parse_args(argv)
 
@@ -354,11 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     if args.get:
-        if is_secret_key(args.get):
-            # Scripts call --get; a credential must not end up in their output or logs.
-            print(f"config error: {args.get} holds a secret and is never printed", file=sys.stderr)
+        try:
+            value = get_setting(config.raw, args.get)
+        except ConfigError as e:
+            print(f"config error: {e}", file=sys.stderr)
             return 2
-        print(_lookup(config.raw, args.get))
+        print(value)
         return 0
     if args.check_config:
         print("config ok")

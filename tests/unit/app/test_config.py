@@ -200,6 +200,92 @@ def test_get_refuses_secrets(conf_file: Path, capsys: pytest.CaptureFixture[str]
     assert main(["--config", str(conf_file), "--get", "starrocks.username"]) == 0
 
 
+@pytest.mark.parametrize("key", ["starrocks", "source", "source.options", "spark.conf"])
+def test_get_refuses_a_section_its_values_may_be_secrets(
+    conf_file: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    from app.main import main
+
+    jaas = '  options:\n    kafka.sasl.jaas.config: x password="kafka-secret";\n'
+    conf_file.write_text(BASE.replace("  topics: cdc.orders\n", f"  topics: cdc.orders\n{jaas}"))
+    assert main(["--config", str(conf_file), "--get", key]) == 2
+    out = capsys.readouterr()
+    assert (out.out, "kafka-secret" in out.err, "secret-pw" in out.err) == ("", False, False)
+    assert f"{key} is a section" in out.err
+
+
+@pytest.mark.parametrize(
+    "url", ["http://u:s3cr3t-pw@reg:8081", "https://s3cr3t-pw@reg", "http://u:s3cr3t-pw@[::1]/x"]
+)
+def test_get_refuses_a_url_with_credentials(
+    conf_file: Path, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    from app.main import main
+
+    args = ["--config", str(conf_file), "--set", "assembler.encoding=confluent"]
+    assert main([*args, "--set", f"assembler.registry-url={url}",
+                 "--get", "assembler.registry-url"]) == 2  # fmt: skip
+    out = capsys.readouterr()
+    assert "s3cr3t-pw" not in out.out + out.err
+    assert "assembler.registry-url holds credentials" in out.err
+    plain = "http://reg:8081/a@b"  # an @ in the path is no user-info
+    assert main([*args, "--set", f"assembler.registry-url={plain}",
+                 "--get", "assembler.registry-url"]) == 0  # fmt: skip
+    assert capsys.readouterr().out == f"{plain}\n"
+
+
+@pytest.mark.parametrize(
+    ("sets", "key", "value"),
+    [
+        ([], "starrocks.sink.label-prefix", "demo"),  # nested YAML in a free-form section
+        (["starrocks.sink.max-retries=7"], "starrocks.sink.max-retries", "7"),
+        (["source.options.kafka.client.id=me"], "source.options.kafka.client.id", "me"),
+        (["spark.conf.spark.ui.port=4041"], "spark.conf.spark.ui.port", "4041"),
+        ([], "pipeline.idle-batches", "false"),
+    ],
+)
+def test_get_resolves_a_key_as_set_sets_it(
+    conf_file: Path, capsys: pytest.CaptureFixture[str], sets: list[str], key: str, value: str
+) -> None:
+    from app.main import main
+
+    args = [arg for item in sets for arg in ("--set", item)]
+    assert main(["--config", str(conf_file), *args, "--get", key]) == 0
+    assert capsys.readouterr().out == f"{value}\n"
+
+
+def test_get_prints_a_yaml_list_as_the_comma_list_it_is(
+    conf_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.main import main
+
+    conf_file.write_text(BASE.replace("topics: cdc.orders", "topics: [cdc.orders, cdc.items]"))
+    assert main(["--config", str(conf_file), "--get", "source.topics"]) == 0
+    assert capsys.readouterr().out == "cdc.orders,cdc.items\n"
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("pipeline.nme", "unknown key (keys of pipeline: checkpoint-location,"),
+        ("nosuch", "unknown key (sections: assembler,"),
+        ("pipeline.name.x", "unknown key (pipeline.name is a single value)"),
+        ("starrocks.sink.max-retries", "not set in the file, the environment or --set"),
+        ("starrocks.sink", "names several keys; --get prints one: starrocks.sink.buffer-flush"),
+    ],
+)
+def test_get_of_a_key_that_is_not_one_setting_exits_2(
+    conf_file: Path, capsys: pytest.CaptureFixture[str], key: str, message: str
+) -> None:
+    from app.main import main
+
+    assert main(["--config", str(conf_file), "--get", key]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert f"config error: {key}" in out.err
+    assert message in out.err
+
+
 @pytest.mark.parametrize(
     ("location", "fs_api"),
     [("/var/cdc/ckpt", True), ("file:///var/cdc/ckpt", True), ("hdfs://nn/cdc/ckpt", False)],

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("app")
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVEL_ENV = "CDC_LOG_LEVEL"
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Command-line arguments."""
@@ -46,7 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="override one setting, e.g. --set starrocks.load-url=fe:8030 (repeatable)",
     )
-    parser.add_argument("--log-level", default=os.environ.get("CDC_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        help=f"{', '.join(LOG_LEVELS)} (default: ${LOG_LEVEL_ENV}, else INFO)",
+    )
     parser.add_argument(
         "--check-config", action="store_true", help="validate the settings and exit"
     )
@@ -57,6 +65,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "unknown keys and credentials (exit 2)",
     )
     return parser.parse_args(argv)
+
+
+def log_level(flag: str | None, environ: Mapping[str, str]) -> str:
+    """The level of ``--log-level``, else of ``CDC_LOG_LEVEL``, else INFO.
+
+    Raises:
+        ConfigError: naming the option or variable whose level logging does not know (a typo
+            was logging's ValueError, a traceback, even for ``--check-config``).
+    """
+    where, level = (
+        ("--log-level", flag) if flag is not None else (LOG_LEVEL_ENV, environ.get(LOG_LEVEL_ENV))
+    )
+    if level is None:
+        return "INFO"
+    if level.strip().upper() not in logging.getLevelNamesMapping():
+        msg = f"{where}={level!r}: expected one of {', '.join(LOG_LEVELS)}"
+        raise ConfigError(msg)
+    return level.strip().upper()
 
 
 def configure_logging(level: str) -> None:
@@ -349,8 +375,8 @@ def _lookup(tree: object, dotted: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate (before Spark starts), run."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    configure_logging(args.log_level)
     try:
+        configure_logging(log_level(args.log_level, os.environ))
         config = load_config(args.config, args.set, os.environ)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -284,6 +287,42 @@ def test_get_of_a_key_that_is_not_one_setting_exits_2(
     assert out.out == ""
     assert f"config error: {key}" in out.err
     assert message in out.err
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "names"),
+    [
+        (["--log-level", "verbose"], {}, "--log-level='verbose'"),
+        ([], {"CDC_LOG_LEVEL": "loud"}, "CDC_LOG_LEVEL='loud'"),
+        (["--log-level", "warn1ng"], {"CDC_LOG_LEVEL": "debug"}, "--log-level='warn1ng'"),
+    ],
+)
+def test_a_bad_log_level_is_a_config_error_naming_where_it_came_from(
+    conf_file: Path, flag: list[str], env: dict[str, str], names: str
+) -> None:
+    # logging's ValueError was a traceback, even for --check-config (spark-submit.sh's check).
+    # A process of its own: under pytest the root logger has handlers, so logging never checks.
+    environ = {k: v for k, v in os.environ.items() if k != "CDC_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "app/main.py", "--config", str(conf_file), *flag, "--check-config"],
+        cwd=Path(__file__).resolve().parents[3],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    levels = "DEBUG, INFO, WARNING, ERROR, CRITICAL"
+    assert done.stderr == f"config error: {names}: expected one of {levels}\n"
+
+
+def test_log_levels_are_read_in_any_case_flag_first() -> None:
+    from app.main import log_level
+
+    assert log_level(None, {}) == "INFO"
+    assert log_level(None, {"CDC_LOG_LEVEL": "debug"}) == "DEBUG"
+    assert log_level("Warning", {"CDC_LOG_LEVEL": "nonsense"}) == "WARNING"
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ from app.txn_limits import BatchLimits, TxnLimits, batch_limits, plan_limits
 from assembler.output import KIND_REJECT, KIND_ROW
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
-from sinks.starrocks.fit import fit_bytes
+from sinks.starrocks.fit import fit_bytes, fit_payload_col
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,6 +85,11 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
     if config.dead_letter.destination != "table":
         return assembled
     reject = F.col("kind") == F.lit(KIND_REJECT)
+    # A rejected DATA event keeps its target and op with the row image (app/task_load.py).
+    data = F.when(
+        F.col("table").isNotNull(), F.to_json(F.struct("database", "table", "op", "row"))
+    ).otherwise(F.col("row"))
+    data, reason = fit_payload_col(data, F.col("reason"))
     payload = F.to_json(
         F.struct(
             F.col("topic").alias("topic"),
@@ -94,8 +99,8 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
             F.lit(config.pipeline.name).alias("pipeline"),
             fit_bytes(F.col("txn_id"), 255).alias("txn_id"),
             F.col("last_offset").alias("last_offset"),
-            fit_bytes(F.col("reason"), 1024).alias("reason"),
-            F.col("row").alias("payload"),
+            fit_bytes(reason, 1024).alias("reason"),
+            data.alias("payload"),
             F.col("source_ts_ms").alias("source_ts_ms"),
         )
     )

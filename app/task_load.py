@@ -18,7 +18,7 @@ from typing import Any
 
 from app.batch_count import BatchCounter
 from assembler.output import KIND_REJECT
-from sinks.starrocks.fit import fit_bytes_text
+from sinks.starrocks.fit import fit_bytes_text, fit_payload
 
 #: ``(rows, tally rows) -> report rows``: the sink's executor-side loader
 #: (:class:`sinks.starrocks.intask.TaskLoader`).
@@ -72,22 +72,36 @@ class LoadInTask:
         """The dead-letter table's row of a REJECT output row, as JSON text.
 
         The same columns and cuts as :func:`app.pipeline.to_sink_rows` (Spark's ``to_json``
-        leaves null fields out, and so does this).
+        leaves null fields out, and so does this). A rejected DATA event's payload keeps its
+        target and op with the row image, so that the change can be applied once fixed.
         """
-        fields = {
-            "topic": out[_TOPIC],
-            "kafka_partition": out[_PARTITION],
-            "first_offset": out[_FIRST],
-            "row_seq": out[_ROW_SEQ],
-            "pipeline": self.pipeline,
-            "txn_id": fit_bytes_text(out[_TXN_ID], 255),
-            "last_offset": out[_LAST],
-            "reason": fit_bytes_text(out[_REASON], 1024),
-            "payload": out[_ROW],
-            "source_ts_ms": out[_SOURCE_TS],
-        }
-        return json.dumps(
-            {k: v for k, v in fields.items() if v is not None},
-            ensure_ascii=False,
-            separators=(",", ":"),
+        payload = out[_ROW]
+        reason = out[_REASON]
+        if out[_TABLE] is not None:
+            payload = _json(
+                {"database": out[_DATABASE], "table": out[_TABLE], "op": out[_OP], "row": payload}
+            )
+        payload, reason = fit_payload(payload, reason)
+        return _json(
+            {
+                "topic": out[_TOPIC],
+                "kafka_partition": out[_PARTITION],
+                "first_offset": out[_FIRST],
+                "row_seq": out[_ROW_SEQ],
+                "pipeline": self.pipeline,
+                "txn_id": fit_bytes_text(out[_TXN_ID], 255),
+                "last_offset": out[_LAST],
+                "reason": fit_bytes_text(reason, 1024),
+                "payload": payload,
+                "source_ts_ms": out[_SOURCE_TS],
+            }
         )
+
+
+def _json(fields: dict[str, Any]) -> str:
+    """``fields`` as Spark's ``to_json`` writes a struct: compact, null fields left out."""
+    return json.dumps(
+        {k: v for k, v in fields.items() if v is not None},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )

@@ -31,6 +31,8 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "BIGINT": (-(2**63), 2**63 - 1),
     "LARGEINT": (-(2**127), 2**127 - 1),
 }
+#: A STRING column holds at most this many bytes: StarRocks' STRING is VARCHAR(65533).
+STRING_BYTES = 65533
 _ALIASES = {"INTEGER": "INT", "BOOL": "BOOLEAN", "TEXT": "STRING", "REAL": "DOUBLE"}
 SUPPORTED_TYPES = frozenset(
     [
@@ -92,7 +94,7 @@ class ColumnSpec:
         if t in ("VARCHAR", "CHAR"):
             return f"{t.lower()}({self.length})"
         if t == "STRING":
-            return "varchar(65533)"
+            return f"varchar({STRING_BYTES})"
         return t.lower()
 
     def to_json(self) -> dict[str, Any]:
@@ -343,13 +345,11 @@ def fast_check(col: ColumnSpec, name: str) -> tuple[str, dict[str, Any]] | None:
         return f"x.__class__ is int and {lo} <= x <= {hi}", {}
     if t in ("FLOAT", "DOUBLE"):
         return "x.__class__ is float", {}
-    if t in ("VARCHAR", "CHAR"):
+    if t in ("VARCHAR", "CHAR", "STRING"):
         # The limit is in bytes: an ASCII string has one byte per character, and no string of
         # at most limit/4 characters can exceed it (4 bytes per character at most in UTF-8).
-        n = col.length or 0
+        n = STRING_BYTES if t == "STRING" else col.length or 0
         return f"x.__class__ is str and (len(x) <= {n // 4} or (x.isascii() and len(x) <= {n}))", {}
-    if t == "STRING":
-        return "x.__class__ is str", {}
     if t == "DECIMAL":
         p, sc = col.precision or 10, col.scale or 0
         frac = rf"\.\d{{{sc}}}" if sc else ""
@@ -372,7 +372,7 @@ def converter(col: ColumnSpec) -> Converter:
     if t in ("VARCHAR", "CHAR"):
         return _to_string(col.length)
     if t == "STRING":
-        return _to_string(None)
+        return _to_string(STRING_BYTES)
     if t == "BOOLEAN":
         return _to_bool
     if t == "DATE":

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sinks.starrocks.batch import BatchPlan
 from sinks.starrocks.config import StarRocksSinkConfig
-from sinks.starrocks.fit import fit_bytes, fit_utf8
+from sinks.starrocks.fit import fit_bytes, fit_payload_col, fit_utf8
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -74,7 +74,8 @@ def with_dead_letters(
     """``df`` with every row of the ``bad`` transactions turned into a dead letter.
 
     Keyed like the assembler's dead letters (topic, partition, the transaction's first offset,
-    row_seq); the payload keeps table, op and row, so the change can be replayed once fixed.
+    row_seq); the payload keeps database, table, op and row, so the change can be replayed once
+    fixed.
     """
     from pyspark.sql import functions as F  # noqa: N812
 
@@ -89,6 +90,10 @@ def with_dead_letters(
     dead = F.col("_reason").isNotNull()
     first_offset = F.col("first_offset") if "first_offset" in df.columns else F.col("last_offset")
     source_ts = F.col("source_ts_ms") if "source_ts_ms" in df.columns else F.lit(None)
+    # The same payload as the assembler's dead letters of DATA events (app/task_load.py).
+    data, reason = fit_payload_col(
+        F.to_json(F.struct("database", "table", "op", "row")), F.col("_reason")
+    )
     payload = F.to_json(
         F.struct(
             F.col("topic").alias("topic"),
@@ -98,8 +103,8 @@ def with_dead_letters(
             F.lit(config.pipeline_name).alias("pipeline"),
             fit_bytes(F.col("txn_id"), 255).alias("txn_id"),
             F.col("last_offset").alias("last_offset"),
-            F.col("_reason").alias("reason"),
-            F.to_json(F.struct("table", "op", "row")).alias("payload"),
+            fit_bytes(reason, 1024).alias("reason"),
+            data.alias("payload"),
             source_ts.cast("bigint").alias("source_ts_ms"),
         )
     )

@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
+#: The dead-letter table's ``payload``: VARCHAR(1048576), StarRocks' longest string (a STRING
+#: column holds 65,533 bytes). A longer payload is cut, and its reason says so: its record is
+#: still in Kafka at the dead letter's offsets, and one value too long would fail the batch.
+PAYLOAD_BYTES = 1_048_576
+_CUT = f"[payload cut to {PAYLOAD_BYTES} of "
+
 
 def fit_utf8(text: str | None, max_bytes: int) -> str | None:
     """``text`` cut to at most ``max_bytes`` UTF-8 bytes (driver side)."""
@@ -47,3 +53,24 @@ def fit_bytes(col: Column, max_bytes: int) -> Column:
     return F.when(F.octet_length(col) > max_bytes, F.regexp_replace(cut, "\ufffd$", "")).otherwise(
         col
     )
+
+
+def fit_payload(payload: str | None, reason: str | None) -> tuple[str | None, str | None]:
+    """A dead letter's payload and reason, the payload cut to its column (executor side)."""
+    if payload is None or len(payload) * 4 <= PAYLOAD_BYTES:
+        return payload, reason
+    length = len(payload.encode("utf-8"))
+    if length <= PAYLOAD_BYTES:
+        return payload, reason
+    return fit_bytes_text(payload, PAYLOAD_BYTES), f"{_CUT}{length} bytes] {reason or ''}"
+
+
+def fit_payload_col(payload: Column, reason: Column) -> tuple[Column, Column]:
+    """:func:`fit_payload` as Spark expressions (the same cut and note)."""
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+
+    length = F.octet_length(payload)
+    note = F.concat(
+        F.lit(_CUT), length.cast("string"), F.lit(" bytes] "), F.coalesce(reason, F.lit(""))
+    )
+    return fit_bytes(payload, PAYLOAD_BYTES), F.when(length > PAYLOAD_BYTES, note).otherwise(reason)

@@ -21,6 +21,7 @@ from sinks.starrocks.errors import (
     StarRocksError,
     UnknownDatabaseError,
 )
+from sinks.starrocks.fit import PAYLOAD_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def dead_letter_table_ddl(config: StarRocksSinkConfig) -> str:
         "  txn_id VARCHAR(255),\n"
         "  last_offset BIGINT,\n"
         "  reason VARCHAR(1024),\n"
-        "  payload STRING,\n"
+        f"  payload VARCHAR({PAYLOAD_BYTES}),\n"
         "  source_ts_ms BIGINT\n"
         ") PRIMARY KEY(topic, kafka_partition, first_offset, row_seq)\n"
         "DISTRIBUTED BY HASH(topic, kafka_partition)" + _properties(config)

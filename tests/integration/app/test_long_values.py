@@ -4,6 +4,7 @@ whole batch's load, on every replay. Real sink, emulator, Spark local mode."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,41 @@ def test_the_python_cut_of_a_value_is_sparks(spark: Any, limit: int) -> None:
     cut = [r[0] for r in frame.select(fit_bytes(frame["t"], limit)).collect()]
     assert [fit_bytes_text(t, limit) for t in texts] == cut
     assert all(len(c.encode()) <= limit for c in cut)
+
+
+def test_dead_letter_payloads_keep_their_target_and_fit_their_column(
+    spark: Any, starrocks_emulator: EmulatorHandle
+) -> None:
+    """Spark's side of app/task_load.py: a rejected DATA event keeps database, table and op;
+    a payload over StarRocks' longest VARCHAR is cut with a note (the emulator, as StarRocks,
+    refuses a longer value, which failed the batch on every replay)."""
+    from app.task_load import LoadInTask
+
+    emulator = starrocks_emulator
+    config = emulator_config(emulator)
+    huge = "é" * 600_000
+    rows = [
+        row("REJECT", "d", 0, database="demo", table="order_items", op="DELETE",
+            row='{"item_id": 7}', first_offset=20, last_offset=21),
+        row("REJECT", "h", 0, row=huge, first_offset=30, last_offset=30),
+    ]  # fmt: skip
+    sink = StarRocksSink(config.starrocks, query_id_provider=lambda: str(uuid.uuid4()))
+    sink.open()
+    BatchWriter(sink, config, ProgressReporter(enabled=False))(
+        to_sink_rows(spark.createDataFrame(rows, OUTPUT_DDL), config), 0
+    )
+    got = dict(emulator.sql("SELECT first_offset, payload FROM demo._cdc_dead_letter ORDER BY 1"))
+    assert json.loads(got[20]) == {
+        "database": "demo",
+        "table": "order_items",
+        "op": "DELETE",
+        "row": '{"item_id": 7}',
+    }
+    assert len(got[30].encode()) <= 1_048_576
+    ((reason,),) = emulator.sql("SELECT reason FROM demo._cdc_dead_letter WHERE first_offset = 30")
+    assert reason.startswith("[payload cut to 1048576 of 1200000 bytes] undecodable")
+    # The tasks that load build the same dead letters.
+    in_task = LoadInTask(lambda *_: [], None, config.pipeline.name, "demo", "_cdc_dead_letter")
+    spark_rows = to_sink_rows(spark.createDataFrame(rows, OUTPUT_DDL), config).collect()
+    for source, built in zip(rows, spark_rows, strict=True):
+        assert in_task.dead_letter(source) == built["row"]

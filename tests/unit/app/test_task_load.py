@@ -129,3 +129,36 @@ def test_the_counts_are_those_of_the_sink_rows() -> None:
         )
     )
     assert loader.calls[0][1] == expected
+
+
+def dead_letter(reject: OutputRow) -> dict[str, Any]:
+    loader = Loader()
+    load_in_task(loader)([reject])
+    ((rows, _),) = loader.calls
+    return json.loads(rows[0][2])
+
+
+def test_a_rejected_data_events_dead_letter_keeps_its_target_and_op() -> None:
+    """Without them a dead-lettered DELETE could not be told from an upsert, nor its table."""
+    reject = out("REJECT", 0, "t", 3, "order_items", op="DELETE", row='{"id":7}')
+    payload = json.loads(dead_letter(reject)["payload"])
+    assert payload == {
+        "database": "demo",
+        "table": "order_items",
+        "op": "DELETE",
+        "row": '{"id":7}',
+    }
+    # Any other record (a BEGIN, an undecodable value) is kept as it was.
+    begin = out("REJECT", 0, "t", 0, None, row='{"type":"TXN_BEGIN"}')
+    assert dead_letter(begin)["payload"] == '{"type":"TXN_BEGIN"}'
+
+
+def test_a_payload_longer_than_its_column_is_cut_and_its_reason_says_so() -> None:
+    """StarRocks' longest VARCHAR is 1,048,576 bytes: a longer value fails the whole batch."""
+    huge = "é" * 600_000  # 1.2 MB in UTF-8
+    letter = dead_letter(out("REJECT", 0, "t", 0, None, row=huge))
+    assert len(letter["payload"].encode()) <= 1_048_576
+    assert huge.startswith(letter["payload"])
+    assert letter["reason"].startswith("[payload cut to 1048576 of 1200000 bytes] undecodable")
+    small = dead_letter(out("REJECT", 0, "t", 0, None, row="é" * 10))
+    assert small["reason"] == "undecodable: not JSON"

@@ -15,6 +15,11 @@ which a small hand-written binary codec is several times faster than the pure-Py
 package (numbers in ``docs/assembler.md``). It is used whenever the writer schema has the same
 canonical form as the reader schema; any other writer schema goes through ``avro``'s
 ``DatumReader`` with full schema resolution to the reader schema (``conf/events.avsc``).
+Either way a decoded event holds what the reader schema says, checked like JSON: strings, and
+integers within int/long range. A writer's logical type on a number field is never applied
+(``avro`` would turn a ``timestamp-millis`` long into a ``datetime``): the raw number is kept
+where it means the same (``timestamp-millis`` on ``source_ts_ms``), and refused where it does
+not (``timestamp-micros``, ``date``, ...), see :func:`_without_logical_types`.
 """
 
 from __future__ import annotations
@@ -191,7 +196,11 @@ class _FlatAvroReader:
     """Hand-written reader for a flat writer schema identical to the reader schema."""
 
     def __init__(self, plan: _Plan) -> None:
-        self._plan = tuple((kind, null_idx) for _, kind, null_idx, _ in plan)
+        # A varint holds up to 70 bits: each number is checked against its field's Avro type,
+        # as JSON's are (the state stores them as 64-bit; a bigger one would crash it there).
+        self._plan = tuple(
+            (kind, null_idx, *_INT_RANGE.get(t, (0, 0))) for _, kind, null_idx, t in plan
+        )
         self._names = tuple(name for name, _, _, _ in plan)
 
     def read(self, buf: bytes, pos: int) -> Event:
@@ -199,7 +208,7 @@ class _FlatAvroReader:
         values: list[Any] = []
         append = values.append
         try:
-            for kind, null_idx in self._plan:
+            for kind, null_idx, low, high in self._plan:
                 if null_idx >= 0:
                     branch, pos = _read_long(buf, pos)
                     if branch == null_idx:
@@ -217,6 +226,9 @@ class _FlatAvroReader:
                     pos += length
                 else:
                     v, pos = _read_long(buf, pos)
+                    if not low <= v <= high:
+                        msg = f"field {self._names[len(values)]!r} out of range: {v}"
+                        raise DecodeError(msg)
                     append(v)
         except IndexError:
             msg = "truncated Avro datum"
@@ -230,12 +242,102 @@ class _FlatAvroReader:
         return _event_from_mapping(self._names, values)
 
 
-class _ResolvingAvroReader:
-    """``avro`` package reader with schema resolution from a writer to the reader schema."""
+_Refused = tuple[tuple[int, str, str], ...]  # (index in Event, field, writer's logical type)
+# Writer logical types whose raw number is what the reader's plain number field holds.
+_RAW_LOGICAL_TYPES = {"source_ts_ms": frozenset({"timestamp-millis"})}
 
-    def __init__(self, writer: avro.schema.Schema, reader: avro.schema.Schema) -> None:
+
+def _logical_types(schema_json: Any) -> dict[str, set[str]]:
+    """Event field -> the logical types on its int/long branches (schema JSON)."""
+    found: dict[str, set[str]] = {}
+    fields = schema_json.get("fields") if isinstance(schema_json, dict) else None
+    for f in fields if isinstance(fields, list) else ():
+        if not isinstance(f, dict) or f.get("name") not in _EVENT_FIELDS:
+            continue
+        t = f.get("type")
+        for branch in t if isinstance(t, list) else [t]:
+            if (
+                isinstance(branch, dict)
+                and branch.get("type") in _INT_RANGE
+                and "logicalType" in branch
+            ):
+                found.setdefault(f["name"], set()).add(str(branch["logicalType"]))
+    return found
+
+
+def _without_logical_types(writer_json: Any, reader_json: Any) -> tuple[Any, _Refused]:
+    """The writer schema JSON without logical types on the event's numbers; the refused ones.
+
+    ``avro`` applies the *writer's* logical type even when the reader schema says plain long:
+    a ``timestamp-millis`` ``source_ts_ms`` would decode as a ``datetime``. Stripped, it decodes
+    as the long that was written, which is the epoch milliseconds ``source_ts_ms`` holds. Any
+    other logical type (``timestamp-micros``, ``date``, ...) is another unit or quantity: its
+    values are refused (:class:`DecodeError`), not converted, unless the reader schema declares
+    that logical type on the field too. Returns ``writer_json`` itself when nothing is stripped.
+    """
+    declared = _logical_types(writer_json)
+    if not declared:
+        return writer_json, ()
+    accepted = _logical_types(reader_json)
+    refused = tuple(
+        (_EVENT_FIELDS.index(name), name, lt)
+        for name, types in declared.items()
+        for lt in sorted(types - accepted.get(name, set()) - _RAW_LOGICAL_TYPES.get(name, set()))
+    )
+
+    def plain(branch: Any) -> Any:  # the bare "long": its canonical form is the reader's
+        number = isinstance(branch, dict) and branch.get("type") in _INT_RANGE
+        return branch["type"] if number else branch
+
+    stripped = json.loads(json.dumps(writer_json))
+    for f in stripped["fields"]:
+        if isinstance(f, dict) and f.get("name") in declared:
+            t = f["type"]
+            f["type"] = [plain(b) for b in t] if isinstance(t, list) else plain(t)
+    return stripped, refused
+
+
+_Check = tuple[int, str, type, bool, int, int]  # index, field, type, required, low, high
+_WANTED = {
+    "source_ts_ms": "epoch milliseconds: a long, plain or timestamp-millis",
+    "event_count": "a count: a plain int",
+}
+
+
+def _event_checks(reader: avro.schema.Schema) -> tuple[_Check, ...]:
+    """What each Event field of ``reader`` must hold after schema resolution.
+
+    The Python type is the event's (``str``, or ``int`` for the packaged schema's numbers); a
+    number's range is its Avro type in the reader schema when that is int or long, as for JSON.
+    """
+    packaged = {name: t for name, _, _, t in event_schema_plan() or ()}
+    checks: list[_Check] = []
+    for f in getattr(reader, "fields", []):
+        if f.name not in _EVENT_FIELDS:
+            continue
+        branches = f.type.schemas if isinstance(f.type, avro.schema.UnionSchema) else [f.type]
+        numbers = [b.type for b in branches if b.type in _INT_RANGE]
+        event_type = packaged.get(f.name, "string")
+        low, high = _INT_RANGE.get(numbers[0] if len(numbers) == 1 else event_type, (0, 0))
+        typ = int if event_type in _INT_RANGE else str
+        required = f.name not in Event._field_defaults
+        checks.append((_EVENT_FIELDS.index(f.name), f.name, typ, required, low, high))
+    return tuple(checks)
+
+
+class _ResolvingAvroReader:
+    """``avro`` package reader with schema resolution from a writer to the reader schema.
+
+    ``writer`` must be free of logical types on the event's numbers (``_make_reader`` strips
+    them); ``refused`` are the fields whose logical type made a value wrong data.
+    """
+
+    def __init__(
+        self, writer: avro.schema.Schema, reader: avro.schema.Schema, refused: _Refused = ()
+    ) -> None:
         self._datum_reader = avro.io.DatumReader(writer, reader)
-        self._names: tuple[str, ...] = tuple(f.name for f in getattr(reader, "fields", []))
+        self._refused = refused
+        self._checks = _event_checks(reader)
 
     def read(self, buf: bytes, pos: int) -> Event:
         stream = io.BytesIO(buf)
@@ -255,20 +357,47 @@ class _ResolvingAvroReader:
         if rest:
             msg = f"{rest} trailing bytes after the Avro datum"
             raise DecodeError(msg)
-        return _event_from_mapping(self._names, [datum.get(n) for n in self._names])
+        values: list[Any] = [datum.get(n) for n in _EVENT_FIELDS]
+        for i, name, logical_type in self._refused:
+            if values[i] is not None:
+                msg = (
+                    f"field {name!r} is a {logical_type} in the writer schema, which the event "
+                    f"schema's {name!r} does not hold ({_WANTED.get(name, 'a plain number')}); "
+                    "it is refused, not converted: fix the producer's schema"
+                )
+                raise DecodeError(msg)
+        # Schema resolution can yield other types (a reader schema of doubles, defaults).
+        for i, name, typ, required, low, high in self._checks:
+            v = values[i]
+            if v is None:
+                if required:
+                    msg = f"missing field {name!r}"
+                    raise DecodeError(msg)
+            elif type(v) is not typ:
+                msg = f"field {name!r} must be {typ.__name__}, got {type(v).__name__}"
+                raise DecodeError(msg)
+            elif type(v) is int and not low <= v <= high:
+                msg = f"field {name!r} out of range: {v}"
+                raise DecodeError(msg)
+        return Event(*values)
 
 
 _Reader = _FlatAvroReader | _ResolvingAvroReader
 
 
-def _make_reader(
-    writer: avro.schema.Schema, writer_json: Any, reader: avro.schema.Schema
-) -> _Reader:
-    if writer.canonical_form == reader.canonical_form:
+def _make_reader(writer_text: str, reader: avro.schema.Schema, reader_json: Any) -> _Reader:
+    """The reader of datums written with ``writer_text`` (raises AvroException, ValueError)."""
+    writer = avro.schema.parse(writer_text)
+    original = json.loads(writer_text)
+    writer_json, refused = _without_logical_types(original, reader_json)
+    if writer_json is not original:
+        writer = avro.schema.parse(json.dumps(writer_json))
+    # The canonical form leaves logical types out: a timestamp-millis writer reads flat too.
+    if not refused and writer.canonical_form == reader.canonical_form:
         plan = _flat_plan(writer_json)
         if plan is not None:
             return _FlatAvroReader(plan)
-    return _ResolvingAvroReader(writer, reader)
+    return _ResolvingAvroReader(writer, reader, refused)
 
 
 def _check_reader_schema(schema: avro.schema.Schema, where: str) -> None:
@@ -390,7 +519,7 @@ class AvroDecoder:
         text = _read_schema_text(settings.schema_path)
         schema = _parse_schema(text, settings.schema_path or str(EVENT_SCHEMA_PATH))
         _check_reader_schema(schema, settings.schema_path or str(EVENT_SCHEMA_PATH))
-        self._reader = _make_reader(schema, json.loads(text), schema)
+        self._reader = _make_reader(text, schema, json.loads(text))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (make_decoder, (self._settings,))
@@ -423,8 +552,10 @@ class ConfluentDecoder:
             raise ConfigError(msg)
         self._settings = settings
         where = settings.schema_path or str(EVENT_SCHEMA_PATH)
-        self._reader_schema = _parse_schema(_read_schema_text(settings.schema_path), where)
+        text = _read_schema_text(settings.schema_path)
+        self._reader_schema = _parse_schema(text, where)
         _check_reader_schema(self._reader_schema, where)
+        self._reader_json = json.loads(text)
         self._readers: dict[int, _Reader] = {}
         # id -> (reason it is unknown, monotonic time until which that answer stands)
         self._unknown: dict[int, tuple[str, float]] = {}
@@ -475,8 +606,7 @@ class ConfluentDecoder:
                 self._unknown[schema_id] = (reason, time.monotonic() + self.unknown_ttl_s)
                 return reason
             try:
-                writer = avro.schema.parse(text)
-                reader = _make_reader(writer, json.loads(text), self._reader_schema)
+                reader = _make_reader(text, self._reader_schema, self._reader_json)
             except (avro.errors.AvroException, ValueError) as e:
                 # The registry's answer for an id never changes: this one is final.
                 reason = f"schema id {schema_id} is not a valid Avro schema: {e}"

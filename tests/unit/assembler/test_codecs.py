@@ -446,3 +446,142 @@ def test_lone_surrogate_in_an_event_field_is_undecodable() -> None:
     raw = b'{"txn_id": "t\\ud800", "type": "TXN_BEGIN"}'
     with pytest.raises(DecodeError, match="lone UTF-16 surrogate"):
         make_decoder(CodecSettings()).decode(raw)
+
+
+# --- Avro: a writer's logical types, numbers beyond their type (found by review) ---
+
+
+def _with_type(schema: dict[str, Any], field: str, typ: Any) -> dict[str, Any]:
+    out = json.loads(json.dumps(schema))
+    for f in out["fields"]:
+        if f["name"] == field:
+            f["type"] = typ
+    return out
+
+
+def _confluent(writer: dict[str, Any], schema_id: int = 7, **fields: Any) -> bytes:
+    """A datum written with ``writer``: numbers as given (no logical type applied)."""
+    import io
+
+    import avro.io
+    import avro.schema
+
+    plain = json.loads(json.dumps(writer).replace('"logicalType"', '"ignored"'))
+    buf = io.BytesIO(b"\x00" + schema_id.to_bytes(4, "big"))
+    buf.seek(0, 2)
+    datum = dict.fromkeys(Event._fields) | fields
+    avro.io.DatumWriter(avro.schema.parse(json.dumps(plain))).write(
+        datum, avro.io.BinaryEncoder(buf)
+    )
+    return buf.getvalue()
+
+
+TS_MS = 1_704_067_200_123
+EVENT_SCHEMA = json.loads(SCHEMA_TEXT)
+MILLIS = {"type": "long", "logicalType": "timestamp-millis", "connect.version": 1}
+V2_ORDER = dict(EVENT_SCHEMA, fields=list(reversed(EVENT_SCHEMA["fields"])))  # resolving reader
+
+
+@pytest.mark.parametrize("base", [EVENT_SCHEMA, V2_ORDER], ids=["flat", "resolving"])
+def test_a_timestamp_millis_writer_field_decodes_to_its_epoch_millis(base: dict[str, Any]) -> None:
+    """The ``avro`` package applies the writer's logical type (a datetime, which crashed the
+    slot's state write on every replay); the reader schema says long: the long is kept."""
+    writer = _with_type(base, "source_ts_ms", ["null", MILLIS])
+    dec = make_decoder(
+        CodecSettings(encoding="confluent", registry_schemas={7: json.dumps(writer)})
+    )
+    ev = dec.decode(_confluent(writer, txn_id="t", type="TXN_BEGIN", source_ts_ms=TS_MS))
+    assert ev == Event("t", "TXN_BEGIN", source_ts_ms=TS_MS)
+    assert type(ev.source_ts_ms) is int
+    reader = dec._readers[7]  # type: ignore[attr-defined]
+    assert isinstance(reader, _FlatAvroReader if base is EVENT_SCHEMA else _ResolvingAvroReader)
+
+
+@pytest.mark.parametrize("base", [EVENT_SCHEMA, V2_ORDER], ids=["flat", "resolving"])
+@pytest.mark.parametrize(
+    ("field", "typ"),
+    [
+        ("source_ts_ms", {"type": "long", "logicalType": "timestamp-micros"}),
+        ("source_ts_ms", {"type": "long", "logicalType": "local-timestamp-millis"}),
+        ("event_count", {"type": "int", "logicalType": "date"}),
+        ("event_count", {"type": "int", "logicalType": "time-millis"}),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::avro.errors.IgnoredLogicalType")
+def test_a_writer_logical_type_of_another_unit_is_refused_not_converted(
+    base: dict[str, Any], field: str, typ: dict[str, Any]
+) -> None:
+    """A micros value in the millis field would be wrong data, a date no count: undecodable."""
+    writer = _with_type(base, field, ["null", typ])
+    dec = make_decoder(
+        CodecSettings(encoding="confluent", registry_schemas={7: json.dumps(writer)})
+    )
+    with pytest.raises(DecodeError, match=f"{field!r} is a {typ['logicalType']} in the writer"):
+        dec.decode(_confluent(writer, txn_id="t", type="TXN_END", **{field: 12_345}))
+    # Without a value the field says nothing wrong.
+    assert dec.decode(_confluent(writer, txn_id="t", type="TXN_END")) == Event("t", "TXN_END")
+
+
+def test_a_logical_type_the_reader_schema_declares_too_is_accepted(tmp_path: Path) -> None:
+    schema = _with_type(
+        EVENT_SCHEMA, "source_ts_ms", ["null", {"type": "long", "logicalType": "timestamp-micros"}]
+    )
+    path = tmp_path / "micros.avsc"
+    path.write_text(json.dumps(schema))
+    value = _confluent(schema, txn_id="t", type="TXN_BEGIN", source_ts_ms=TS_MS * 1000)
+    dec = make_decoder(CodecSettings(encoding="avro", schema_path=str(path)))
+    assert dec.decode(value[5:]).source_ts_ms == TS_MS * 1000
+
+
+_LONG_2_63 = bytes([0x80] * 9 + [0x02])  # a 10-byte varint of 2**63 (zigzag): beyond a long
+_INT_2_40 = bytes([0x80, 0x80, 0x80, 0x80, 0x80, 0x40])  # 2**40 (zigzag): a long, not an int
+
+
+@pytest.mark.parametrize(
+    ("tail", "reason"),
+    [
+        # The flat layout after txn_id "t1", type "TXN_END" and four null strings:
+        # source_ts_ms (union branch, varint), event_count (union branch, varint).
+        (b"\x02" + _LONG_2_63 + b"\x00", "'source_ts_ms' out of range: 9223372036854775808"),
+        (b"\x00\x02" + _INT_2_40, "'event_count' out of range: 1099511627776"),
+        (b"\x00\x02\x80\x80\x80\x80\x10", "'event_count' out of range: 2147483648"),
+    ],
+)
+@pytest.mark.parametrize("encoding", ["avro", "confluent"])
+def test_an_avro_number_beyond_its_type_is_undecodable(
+    encoding: str, tail: bytes, reason: str
+) -> None:
+    """As in JSON; accepted, it crashed the slot's state write (struct.error) on every replay."""
+    body = b"\x04t1\x0eTXN_END\x00\x00\x00\x00" + tail
+    value = body if encoding == "avro" else b"\x00\x00\x00\x00\x01" + body
+    with pytest.raises(DecodeError, match=reason):
+        make_decoder(local(encoding)).decode(value)
+
+
+def test_the_resolving_reader_checks_number_ranges_too() -> None:
+    writer = json.dumps(V2_ORDER)  # event_count, source_ts_ms, row, op, table, database, ...
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_schemas={7: writer}))
+    body = b"\x02" + _INT_2_40 + b"\x00\x00\x00\x00\x00" + b"\x0eTXN_END\x04t1"
+    with pytest.raises(DecodeError, match="'event_count' out of range: 1099511627776"):
+        dec.decode(b"\x00\x00\x00\x00\x07" + body)
+    assert isinstance(dec._readers[7], _ResolvingAvroReader)  # type: ignore[attr-defined]
+
+
+def test_the_resolving_reader_checks_the_event_field_types(tmp_path: Path) -> None:
+    """A schema (schema-path) of other types decodes to them: undecodable, not a crash."""
+    import io
+
+    import avro.io
+    import avro.schema
+
+    schema = _with_type(EVENT_SCHEMA, "source_ts_ms", ["null", "double"])
+    path = tmp_path / "doubles.avsc"
+    path.write_text(json.dumps(schema))
+    buf = io.BytesIO()
+    datum = dict.fromkeys(Event._fields) | {"txn_id": "t", "type": "X", "source_ts_ms": 1.5}
+    avro.io.DatumWriter(avro.schema.parse(json.dumps(schema))).write(
+        datum, avro.io.BinaryEncoder(buf)
+    )
+    dec = make_decoder(CodecSettings(encoding="avro", schema_path=str(path)))
+    with pytest.raises(DecodeError, match="'source_ts_ms' must be int, got float"):
+        dec.decode(buf.getvalue())

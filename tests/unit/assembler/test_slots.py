@@ -7,13 +7,22 @@ The reference is what the adapter did with one ``applyInPandasWithState`` group 
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assembler import AssemblerSettings, OutputRow, PartitionState, TransactionAssembler
+from assembler import (
+    AssemblerSettings,
+    CodecSettings,
+    OutputRow,
+    PartitionState,
+    SourceRecord,
+    TransactionAssembler,
+)
+from assembler.events import EVENT_SCHEMA_PATH
 from assembler.slots import SlotAssembler, decode, encode
 from assembler.state import StateError, TxnStatus
 from tests.unit.assembler.builders import TOPIC, begin, data, end, records, roundtrip
@@ -157,3 +166,35 @@ def test_outputs_do_not_depend_on_the_order_records_arrive_in() -> None:
         shuffled = list(recs)
         random.Random(seed).shuffle(shuffled)
         assert slot.process(None, shuffled, 0).outputs == want
+
+
+TS_MS = 1_704_067_200_123  # b"\xf6\xd1\x8f\xa5\x98\x63" as an Avro long
+
+
+@pytest.mark.parametrize(
+    ("writer_ts", "value_ts", "kinds"),
+    [
+        # A timestamp-millis writer field (Debezium's): the long is kept, the BEGIN stored.
+        ({"type": "long", "logicalType": "timestamp-millis"}, b"\xf6\xd1\x8f\xa5\x98\x63", []),
+        # A 10-byte varint of 2**63, beyond a long: rejected with its location, not a crash.
+        ("long", b"\x80" * 9 + b"\x02", ["REJECT"]),
+    ],
+)
+def test_an_avro_number_the_state_cannot_hold_never_reaches_it(
+    writer_ts: object, value_ts: bytes, kinds: list[str]
+) -> None:
+    """Both failed the slot's state write (struct.error, no location) on every replay."""
+    writer = json.loads(EVENT_SCHEMA_PATH.read_text())
+    writer["fields"][6]["type"] = ["null", writer_ts]
+    codec = CodecSettings(encoding="confluent", registry_schemas={7: json.dumps(writer)})
+    slot = SlotAssembler(TransactionAssembler(AssemblerSettings(codec=codec)))
+    value = b"\x00\x00\x00\x00\x07\x04t1\x12TXN_BEGIN\x00\x00\x00\x00\x02" + value_ts + b"\x00"
+    step = slot.process(None, [SourceRecord(TOPIC, 3, 41, value)], now_ms=1)
+    assert [(o.kind, o.partition, o.last_offset) for o in step.outputs] == [
+        (k, 3, 41) for k in kinds
+    ]
+    state = decode(bytes(step.entries))[(TOPIC, 3)][0]
+    if kinds:
+        assert "cannot be decoded: field 'source_ts_ms' out of range" in str(step.outputs[0].reason)
+    else:
+        assert (state.status, state.txn_begin_ts_ms) == (TxnStatus.OPEN, TS_MS)

@@ -126,7 +126,7 @@ def _parse_schema(text: str, where: str) -> avro.schema.Schema:
     try:
         return avro.schema.parse(text)
     except (avro.errors.AvroException, ValueError) as e:
-        msg = f"codec: invalid Avro schema from {where}: {e}"
+        msg = f"codec: invalid Avro schema from {where}: {e}; check schema-path"
         raise ConfigError(msg) from e
 
 
@@ -403,7 +403,10 @@ def _make_reader(writer_text: str, reader: avro.schema.Schema, reader_json: Any)
 def _check_reader_schema(schema: avro.schema.Schema, where: str) -> None:
     names = {f.name for f in getattr(schema, "fields", [])}  # a record schema has fields
     if not {"txn_id", "type"} <= names:
-        msg = f"codec: schema {where} is not an event record (needs txn_id and type fields)"
+        msg = (
+            f"codec: schema {where} is not an event record (needs txn_id and type fields); "
+            "check schema-path"
+        )
         raise ConfigError(msg)
 
 
@@ -415,10 +418,15 @@ class JsonDecoder:
 
     def __init__(self, settings: CodecSettings) -> None:
         self._settings = settings
-        schema_json = json.loads(_read_schema_text(settings.schema_path))
-        plan = _flat_plan(schema_json)
+        where = settings.schema_path or str(EVENT_SCHEMA_PATH)
+        text = _read_schema_text(settings.schema_path)
+        _check_reader_schema(_parse_schema(text, where), where)
+        plan = _flat_plan(json.loads(text))
         if plan is None:
-            msg = "codec: the JSON codec needs a flat event schema (string/long/int fields)"
+            msg = (
+                f"codec: the JSON codec needs a flat event schema (string/long/int fields, "
+                f"optionally nullable), not {where}; check schema-path"
+            )
             raise ConfigError(msg)
         self.plan: _Plan = plan
         self._names = tuple(name for name, _, _, _ in plan)

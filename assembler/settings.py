@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from assembler.codecs import ENCODINGS, CodecSettings
+from assembler.codecs import ENCODINGS, CodecSettings, make_decoder
 from common.errors import ConfigError
 from common.options import Options
 
@@ -143,6 +143,9 @@ class AssemblerSettings:
         and ``on-error.<violation>`` (``reject``|``fail``), violation names as in
         :class:`Violation` (e.g. ``on-error.txn-id-mismatch``).
 
+        The schema (``schema-path``, or the packaged one) is read and checked as the executors'
+        decoders will read it.
+
         Raises:
             ConfigError: an unknown key or an invalid value; the message names the key.
         """
@@ -172,6 +175,13 @@ class AssemblerSettings:
         if codec.encoding == "confluent" and not codec.registry_url:
             msg = "registry-url: required when encoding is confluent"
             raise ConfigError(msg)
+        try:
+            # Executors build the decoder at their first micro-batch: a missing or wrong schema
+            # fails here instead, before Spark starts. No registry request (confluent).
+            make_decoder(codec)
+        except ConfigError as e:
+            msg = f"assembler.schema-path: {str(e).removeprefix('codec: ')}"
+            raise ConfigError(msg) from e
 
         default = _parse_policy("on-error.default", options.get("on-error.default", "reject"))
         policies = {

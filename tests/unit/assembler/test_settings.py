@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
 from assembler import AssemblerSettings, Policy, Violation
+from assembler.events import EVENT_SCHEMA_PATH
 from assembler.settings import OPTION_KEYS
 from common.errors import ConfigError
 
@@ -21,11 +23,13 @@ def test_defaults() -> None:
     assert s.codec.encoding == "json"
 
 
-def test_every_option() -> None:
+def test_every_option(tmp_path: Path) -> None:
+    schema = tmp_path / "x.avsc"
+    schema.write_text(EVENT_SCHEMA_PATH.read_text())
     s = AssemblerSettings.from_options(
         {
             "encoding": "confluent",
-            "schema-path": "/x.avsc",
+            "schema-path": str(schema),
             "registry-url": "http://r:8081",
             "registry-timeout": "3s",
             "max-txn-rows": "500",
@@ -37,7 +41,7 @@ def test_every_option() -> None:
         }
     )
     assert s.codec.encoding == "confluent"
-    assert s.codec.schema_path == "/x.avsc"
+    assert s.codec.schema_path == str(schema)
     assert s.codec.registry_url == "http://r:8081"
     assert s.codec.registry_timeout_s == 3.0
     assert (s.max_txn_rows, s.max_txn_bytes, s.txn_timeout_ms) == (500, 64 * 2**20, 30_000)
@@ -109,3 +113,28 @@ def test_errors_name_the_key(options: dict[str, str], key: str) -> None:
 def test_constructor_validates_limits() -> None:
     with pytest.raises(ConfigError, match="max_txn_rows"):
         AssemblerSettings(max_txn_rows=0)
+
+
+@pytest.mark.parametrize("encoding", ["json", "avro", "confluent"])
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        (None, "cannot read schema file"),
+        ("{not json", "invalid Avro schema"),
+        ('{"type": "record", "name": "X", "fields": []}', "not an event record"),
+    ],
+)
+def test_a_wrong_schema_path_fails_before_spark_starts(
+    tmp_path: Path, encoding: str, schema: str | None, reason: str
+) -> None:
+    """Executors read schema-path at their first micro-batch; --check-config reads it first."""
+    path = tmp_path / "events.avsc"
+    if schema is not None:
+        path.write_text(schema)
+    options = {"encoding": encoding, "schema-path": str(path)}
+    if encoding == "confluent":
+        options["registry-url"] = "http://registry.invalid:8081"  # never asked here
+    with pytest.raises(ConfigError, match=reason) as info:
+        AssemblerSettings.from_options(options)
+    assert str(info.value).startswith("assembler.schema-path: ")
+    assert str(path) in str(info.value)

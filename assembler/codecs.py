@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 import threading
 import time
@@ -33,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import unquote
 
 import avro.errors
 import avro.io
@@ -108,6 +110,28 @@ class CodecSettings:
     registry_url: str | None = None
     registry_schemas: Mapping[int, str] | None = None
     registry_timeout_s: float = 10.0
+
+
+_USERINFO = re.compile(r"^([^:/?#]+://)?([^/?#]*)@")
+
+
+def url_without_credentials(url: str) -> str:
+    """``url`` with its user-info masked: ``http://user:pw@host`` -> ``http://***@host``.
+
+    ``requests`` sends the user-info of ``registry-url`` as basic auth: they are credentials,
+    and must not reach an error message, a log line or a Spark task failure.
+    """
+    return _USERINFO.sub(r"\1***@", url, count=1)
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (an exception's) with the user-info of ``url`` masked, as given or decoded."""
+    m = _USERINFO.match(url)
+    if m is None:
+        return text
+    for userinfo in {m.group(2), unquote(m.group(2))}:
+        text = text.replace(f"{userinfo}@", "***@")
+    return text
 
 
 # --- schema helpers -------------------------------------------------------------------------
@@ -638,18 +662,24 @@ class ConfluentDecoder:
         return self._fetch(schema_id)
 
     def _fetch(self, schema_id: int) -> str | None:
-        url = f"{self._settings.registry_url.rstrip('/')}/schemas/ids/{schema_id}"  # type: ignore[union-attr]  # checked by the caller
+        base = self._settings.registry_url.rstrip("/")  # type: ignore[union-attr]  # checked by the caller
         if self._session is None:
             self._session = requests.Session()
         self.registry_requests += 1
+        # Messages name the URL without its credentials (user-info), as ``url``.
+        url = f"{url_without_credentials(base)}/schemas/ids/{schema_id}"
         try:
-            resp = self._session.get(url, timeout=self._settings.registry_timeout_s)
+            resp = self._session.get(
+                f"{base}/schemas/ids/{schema_id}", timeout=self._settings.registry_timeout_s
+            )
         except requests.RequestException as e:
+            reason = _scrub(str(e), base)
             msg = (
-                f"schema registry unreachable at {url}: {e}; the task is retried, check "
+                f"schema registry unreachable at {url}: {reason}; the task is retried, check "
                 "registry-url and the registry's health"
             )
-            raise SchemaRegistryUnavailableError(msg) from e
+            # The cause's own text is printed with the traceback: dropped if it held them.
+            raise SchemaRegistryUnavailableError(msg) from (e if reason == str(e) else None)
         if resp.status_code == 404:
             return None
         if resp.status_code >= 500 or resp.status_code == 429:

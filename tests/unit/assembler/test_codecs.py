@@ -356,6 +356,36 @@ def test_unreachable_registry_is_transient_and_bounded() -> None:
         dec.decode(encode_event(EVENTS[0], "confluent"))
 
 
+def test_registry_credentials_stay_out_of_every_message(registry: Registry) -> None:
+    """registry-url's user-info is how the registry's credentials are given (basic auth)."""
+    secret_url = registry.url.replace("http://", "http://svc-user:s3cr%40t@")
+    dec = make_decoder(CodecSettings(encoding="confluent", registry_url=secret_url))
+    messages, causes = [], []
+    for status in (401, 503):
+        registry.status_override = status
+        with pytest.raises((SchemaRegistryError, SchemaRegistryUnavailableError)) as info:
+            dec.decode(encode_event(EVENTS[0], "confluent"))
+        messages.append(str(info.value))
+    registry.status_override = None
+    assert dec.decode(encode_event(EVENTS[0], "confluent")) == EVENTS[0]  # the URL still works
+    reg = Registry({})
+    reg.close()  # nothing listens there any more
+    # Refused; a scheme requests has no adapter for (its message prints the whole URL).
+    for url in (reg.url, reg.url.replace("http:", "ftp:")):
+        dec = make_decoder(
+            CodecSettings(encoding="confluent", registry_url=url.replace("//", "//u:s3cr%40t@", 1))
+        )
+        with pytest.raises(SchemaRegistryUnavailableError, match="unreachable") as info:
+            dec.decode(encode_event(EVENTS[0], "confluent"))
+        messages.append(str(info.value))
+        causes.append(str(info.value.__cause__))  # printed with the traceback
+    for m in messages:
+        assert "//***@127.0.0.1:" in m
+    for m in messages + causes:
+        assert "s3cr" not in m
+        assert "svc-user" not in m
+
+
 # -- construction --------------------------------------------------------------------------
 
 

@@ -365,7 +365,11 @@ class TxnManager:
                 return rest_fail(
                     f"Can not abort {txn.status} transaction {txn.txn_id}, label is {label}"
                 )
-            if txn.status in (PREPARE, PREPARED):
+            if txn.status == PREPARED:
+                # DatabaseTransactionMgr.abortTransaction(label) finds PREPARE ones only; the
+                # action answers its TransactionNotFoundException as a failure.
+                return rest_fail(f"running transaction not found, label={label}")
+            if txn.status == PREPARE:
                 self._finish(txn, ABORTED, "user cancel")
                 txn.channels.clear()
         return Reply({"status": "OK", "code": "0", "msg": "Success", "message": "OK"}, "rest")

@@ -107,6 +107,15 @@ class Steps:
         if table is None or state in (LoadState.UNKNOWN, LoadState.ABORTED):
             # Multi-table: no task and not registered, nothing left that could commit.
             return Verdict.ABORTED
+        if state == LoadState.PREPARED:
+            # Its prepare finished since: the FE rolls a PREPARED label back itself, and its
+            # cancel API aborts only PREPARE ones (abortTransaction by label finds no other).
+            try:
+                self.api.rollback(label, table)
+            except TransactionCommittedError:
+                return Verdict.COMMITTED
+            logger.info("starrocks rolled back label=%s table=%s", label, table)
+            return Verdict.ABORTED
         # Single-table PREPARE/PREPARED whose BE context is gone: the BE answers
         # TXN_NOT_EXISTS until the FE times it out; the FE's cancel API aborts it now, as
         # the Flink connector's lingering-transaction aborter does (spec §2.5).

@@ -87,6 +87,28 @@ def test_finding_8_fe_cancel_aborts_a_label_whose_be_context_is_gone(
     assert c.state("p8") == "ABORTED"
 
 
+def test_fe_cancel_aborts_only_a_prepare_label_a_prepared_one_is_rolled_back(
+    emu: EmulatorHandle, c: TxnClient
+) -> None:
+    """DatabaseTransactionMgr.abortTransaction(label) finds PREPARE transactions only; the FE
+    rolls a PREPARED one back itself (review 12-08)."""
+    assert c.call("begin", "p10", table="t1").status == "OK"
+    assert c.load("p10", "t1", [{"id": 10}]).status == "OK"
+    assert c.call("prepare", "p10", table="t1").status == "OK"
+    r = requests.post(
+        f"{emu.fe_url}/api/{c.db}/t1/_cancel?label=p10",
+        auth=(emu.user, emu.password),
+        timeout=10,
+    )
+    assert (r.json()["status"], r.json()["msg"]) == (
+        "FAILED",
+        "running transaction not found, label=p10",
+    )
+    assert c.state("p10") == "PREPARED"
+    assert c.call("rollback", "p10", table="t1").status == "OK"
+    assert c.state("p10") == "ABORTED"
+
+
 def test_finding_9_labels_are_global_across_databases(emu: EmulatorHandle, c: TxnClient) -> None:
     make_tables(emu, f"{c.db}_other")
     other = TxnClient(emu, f"{c.db}_other")

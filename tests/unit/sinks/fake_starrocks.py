@@ -412,11 +412,17 @@ class FakeStarRocks:
 
     def cancel(self, label: str, table: str) -> None:
         single = self.singles.get(label)
-        if single is not None and single.status in ("PREPARE", "PREPARED"):
-            single.status = "ABORTED"
-            single.be_alive = False
-            self.txns[label] = "ABORTED"
-        body = json.dumps({"status": "OK", "msg": "Success"})
+        if single is not None and single.status == "PREPARED":
+            # DatabaseTransactionMgr.abortTransaction(label) looks for a PREPARE one only.
+            body = json.dumps(
+                {"status": "FAILED", "msg": f"running transaction not found, label={label}"}
+            )
+        else:
+            if single is not None and single.status == "PREPARE":
+                single.status = "ABORTED"
+                single.be_alive = False
+                self.txns[label] = "ABORTED"
+            body = json.dumps({"status": "OK", "msg": "Success"})
         result = classify(TxnOp.ROLLBACK, 200, body, label=label, table=table)
         if isinstance(result, StarRocksError):
             raise result

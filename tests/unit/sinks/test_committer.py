@@ -22,14 +22,16 @@ from sinks.starrocks.errors import (
     AuthError,
     FilteredRowsError,
     InvalidRequestError,
+    ServerBusyError,
     StarRocksError,
+    TransactionNotFoundError,
     classify,
 )
 from sinks.starrocks.filtered_rows import SourceTxn, retry_plan
 from sinks.starrocks.loader import ANY_TABLE
 from sinks.starrocks.protocol import LoadState, TxnOp
 from sinks.starrocks.retry import RetryPolicy
-from sinks.starrocks.steps import Verdict
+from sinks.starrocks.steps import Steps, Verdict
 from sinks.starrocks.txnapi import LoadFailure, LoadReport
 
 from .fake_starrocks import FAULTS, Crash, FakeStarRocks, ScriptedApi, load_job
@@ -630,6 +632,40 @@ def test_per_table_rollback_of_a_label_whose_be_context_is_gone_uses_fe_cancel()
     assert (result.outcome, result.attempt) == (Outcome.COMMITTED, 1)
     assert all(server.get_load_state(label(0, table=t)) == LoadState.ABORTED for t in ROWS)
     assert_applied_once(server)
+
+
+class PrepareRacingRollback:
+    """A single-table label whose prepare finishes while its rollback is sent: the BE answers
+    TXN_NOT_EXISTS (its context gone), the label is PREPARED by the time its state is read."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.state = LoadState.PREPARE
+
+    def rollback(self, label: str, table: str | None) -> None:
+        self.calls.append("rollback")
+        if len(self.calls) == 1:
+            self.state = LoadState.PREPARED
+            raise TransactionNotFoundError(f"transaction with label {label} not exists")
+        self.state = LoadState.ABORTED  # the FE rolls a PREPARED label back itself
+
+    def cancel(self, label: str, table: str) -> None:
+        # StarRocks' cancel API aborts PREPARE labels only.
+        self.calls.append("cancel")
+        raise ServerBusyError(f"running transaction not found, label={label}")
+
+    def get_load_state(self, label: str) -> LoadState:
+        return self.state
+
+
+def test_a_label_prepared_while_its_rollback_was_sent_is_rolled_back_not_cancelled():
+    api = PrepareRacingRollback()
+    verdict = Steps(api, lambda _labels, _multi: (), RetryPolicy()).rollback("l", "orders")  # type: ignore[arg-type]
+    assert (verdict, api.calls, api.state) == (
+        Verdict.ABORTED,
+        ["rollback", "rollback"],
+        LoadState.ABORTED,
+    )
 
 
 def test_per_table_unclear_begin_is_rolled_back_before_the_next_attempt():

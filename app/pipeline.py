@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -234,20 +234,40 @@ def _write_dead_letter_file(
     rejects = df.filter(F.col("kind") == F.lit(KIND_REJECT)).toLocalIterator()
     folder = Path(settings.path) / config.pipeline.name / query_id_of(df.sparkSession)
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"batch-{batch_id:012d}.jsonl"
+    entries = (
+        {**row.asDict(), "pipeline": config.pipeline.name, "batch_id": batch_id} for row in rejects
+    )
+    write_lines_durably(
+        folder / f"batch-{batch_id:012d}.jsonl",
+        (json.dumps(entry, default=str) + "\n" for entry in entries),
+    )
+
+
+def write_lines_durably(target: Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` to ``target`` atomically and on disk before returning; how many.
+
+    Spark records the batch once this returns, and never replays it: a file still in the page
+    cache when the machine stops would lose the batch's dead letters. So the file is synced
+    before its rename and the folder after it. No lines, no file.
+    """
     tmp = target.with_suffix(".tmp")
     count = 0
     with tmp.open("w", encoding="utf-8") as out:
-        for row in rejects:
-            entry = row.asDict()
-            entry["pipeline"] = config.pipeline.name
-            entry["batch_id"] = batch_id
-            out.write(json.dumps(entry, default=str) + "\n")
+        for line in lines:
+            out.write(line)
             count += 1
-    if count:
-        os.replace(tmp, target)
-    else:
+        out.flush()
+        os.fsync(out.fileno())
+    if not count:
         tmp.unlink()
+        return 0
+    os.replace(tmp, target)
+    folder = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return count
 
 
 def task_load(sink: BatchSink, config: AppConfig) -> LoadInTask | None:

@@ -175,10 +175,13 @@ def _run_query(
     partition_count = sum(len(p) for p in partitions.values())
     config = fit_txn_bytes(spark, config, partition_count)
     config = size_polls(config, partition_count, *_heap(spark))
+    sink.set_topic_ids(topic_ids)
     committed = sink.committed_offsets()
     # What an earlier run made visible is emitted: an idle partition is not an open one.
     reporter.emitted_before(committed)
-    starting = plan_start(spark, config, committed, topic_ids, partitions)
+    starting = plan_start(
+        spark, config, committed, topic_ids, partitions, sink.progress_topic_ids()
+    )
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))
     stop_requested = threading.Event()

@@ -12,6 +12,8 @@ the truth, both found in review:
 * **A topic is deleted and re-created**: once the new topic grows past the checkpoint's
   offsets, Spark reads on from them with no warning. Each topic's Kafka topic id is kept next to
   the checkpoint (``cdc-topic-ids.json``); a different id stops the pipeline before Spark reads.
+  It is in each progress row too (``topic_id``), so that a resume without the checkpoint does
+  not take a re-created topic's offsets from the old one's rows.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def plan_start(
     progress: Mapping[tuple[str, int], int],
     topic_ids: Mapping[str, str],
     partitions: Mapping[str, list[int]],
+    progress_ids: Mapping[tuple[str, int], str] | None = None,
 ) -> str | None:
     """The ``startingOffsets`` the query must use instead of the configured one, or ``None``.
 
@@ -52,6 +55,7 @@ def plan_start(
         progress: this pipeline's progress rows: ``(topic, partition) -> last_offset``.
         topic_ids: each subscribed topic's Kafka topic id, now.
         partitions: each subscribed topic's partitions, now.
+        progress_ids: the topic id each progress row was written under, where it has one.
 
     Raises:
         StartRefusedError: a topic was re-created, or the checkpoint is gone and the policy or the
@@ -65,13 +69,15 @@ def plan_start(
         fs.write_json(TOPIC_IDS_FILE, merged)
     if fs.has_offsets():
         return None
-    return resume_offsets(config, progress, partitions)
+    return resume_offsets(config, progress, partitions, topic_ids, progress_ids or {})
 
 
 def resume_offsets(
     config: AppConfig,
     progress: Mapping[tuple[str, int], int],
     partitions: Mapping[str, list[int]],
+    topic_ids: Mapping[str, str] | None = None,
+    progress_ids: Mapping[tuple[str, int], str] | None = None,
 ) -> str | None:
     """The ``startingOffsets`` for a checkpoint without offsets, or ``None`` to keep the configured.
 
@@ -79,9 +85,12 @@ def resume_offsets(
         config: the pipeline's settings.
         progress: this pipeline's progress rows: ``(topic, partition) -> last_offset``.
         partitions: each subscribed topic's partitions, now.
+        topic_ids: each subscribed topic's Kafka topic id, now.
+        progress_ids: the topic id each progress row was written under, where it has one.
 
     Raises:
-        StartRefusedError: the policy (``fail``) or the envelope (Debezium) does not allow resuming.
+        StartRefusedError: the policy (``fail``) or the envelope (Debezium) does not allow
+            resuming, or a progress row belongs to a topic since deleted and re-created.
     """
     location = config.pipeline.checkpoint_location
     ours = {k: v for k, v in progress.items() if k[0] in partitions}
@@ -95,6 +104,21 @@ def resume_offsets(
             )
         return None
     where = ", ".join(f"{t}-{p}@{o}" for (t, p), o in sorted(ours.items()))
+    now = topic_ids or {}
+    stale = sorted(
+        f"{t}-{p} (topic id {i}, {now[t]} now)"
+        for (t, p), i in (progress_ids or {}).items()
+        if (t, p) in ours and t in now and i != now[t]
+    )
+    if stale:
+        msg = (
+            f"checkpoint {location} has no offsets, and StarRocks' progress rows of pipeline "
+            f"{config.pipeline.name!r} were written for a topic since deleted and re-created: "
+            f"{', '.join(stale)}. Their offsets are the old topic's, and resuming from them "
+            "would skip the new one's first records. Set source.on-lost-checkpoint=ignore and "
+            "source.starting-offsets=earliest to read the new topic whole"
+        )
+        raise StartRefusedError(msg)
     if policy == "fail" or config.source.debezium is not None:
         why = (
             "the Debezium envelope also needs the transaction topic's offsets, which the "

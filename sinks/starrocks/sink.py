@@ -184,6 +184,9 @@ class StarRocksSink(Sink):
         # Set by commit_behind(): each batch commits while Spark starts the next one.
         self._behind: CommitBehind | None = None
         self.last_result: BatchResult | None = None
+        # Each topic's Kafka topic id, kept in its progress rows (set_topic_ids); None when the
+        # progress table predates the column.
+        self._topic_ids: dict[str, str] | None = None
 
     @property
     def counts_in_load(self) -> bool:
@@ -312,6 +315,20 @@ class StarRocksSink(Sink):
                 sql.query(ddl)
                 logger.info("starrocks created table db=%s table=%s", cfg.database, name)
             self._known_tables = sql.tables(cfg.database)
+            if "topic_id" in sql.columns(cfg.database, cfg.progress_table):
+                self._topic_ids = self._topic_ids or {}
+            else:
+                self._topic_ids = None
+                logger.warning(
+                    "starrocks progress table %s.%s has no topic_id column (made before "
+                    "12-08): a topic re-created while the checkpoint is lost cannot be told "
+                    "from the one the progress rows were written for; add it with ALTER TABLE "
+                    "%s.%s ADD COLUMN topic_id VARCHAR(64)",
+                    cfg.database,
+                    cfg.progress_table,
+                    cfg.database,
+                    cfg.progress_table,
+                )
 
         state = self._get_client().get_load_state(f"{cfg.label_prefix}-probe-{int(time.time())}")
         logger.info(
@@ -641,6 +658,32 @@ class StarRocksSink(Sink):
             )
         return {(str(t), int(p)): int(o) for t, p, o in rows if o is not None}
 
+    def set_topic_ids(self, topic_ids: Mapping[str, str]) -> None:
+        """Each subscribed topic's Kafka topic id, written with its progress rows (driver).
+
+        So that a start without a checkpoint can tell a re-created topic from the one the
+        progress rows' offsets belong to (``app/resume.py``).
+        """
+        if self._topic_ids is not None:
+            self._topic_ids = dict(topic_ids)
+
+    def progress_topic_ids(self) -> dict[tuple[str, int], str]:
+        """The topic id each of this pipeline's progress rows was written under (driver).
+
+        Rows written before the column, or by a sink that did not know the id, have none.
+        """
+        cfg = self.config
+        if self._topic_ids is None:
+            return {}
+        with StarRocksSql(cfg) as sql:
+            rows = sql.query(
+                # Identifiers are validated plain names (config.py); the value is bound.
+                f"SELECT topic, kafka_partition, topic_id FROM `{cfg.database}`."  # noqa: S608
+                f"`{cfg.progress_table}` WHERE pipeline = %s",
+                (cfg.pipeline_name,),
+            )
+        return {(str(t), int(p)): str(i) for t, p, i in rows if i}
+
     def _progress_labels(self, batch_id: int) -> list[str]:
         """The labels this pipeline's progress rows of ``batch_id`` hold (driver).
 
@@ -680,6 +723,11 @@ class StarRocksSink(Sink):
                 "last_txn_id": fit_utf8(s.last_txn_id, 255),
                 "batch_id": batch_id,
                 "commit_time": now,
+                **(
+                    {"topic_id": self._topic_ids[s.topic]}
+                    if self._topic_ids and s.topic in self._topic_ids
+                    else {}
+                ),
             }
             for s in sorted(best.values(), key=lambda s: (s.topic, s.partition))
         ]

@@ -100,6 +100,10 @@ class StarRocksSql:
         rows = self.query(f"SHOW TABLES FROM `{database}`")
         return {str(row[0]) for row in rows}
 
+    def columns(self, database: str, table: str) -> set[str]:
+        """Column names of ``database.table`` (``DESC``)."""
+        return {str(row[0]) for row in self.query(f"DESC `{database}`.`{table}`")}
+
     def close(self) -> None:
         """Close the connection (errors on close are irrelevant)."""
         if self._conn is not None:
@@ -139,7 +143,8 @@ def progress_table_ddl(config: StarRocksSinkConfig) -> str:
         "  last_txn_id VARCHAR(255),\n"
         "  batch_id BIGINT,\n"
         "  label VARCHAR(128),\n"
-        "  commit_time DATETIME\n"
+        "  commit_time DATETIME,\n"
+        "  topic_id VARCHAR(64)\n"
         ") PRIMARY KEY(pipeline, topic, kafka_partition)\n"
         "DISTRIBUTED BY HASH(pipeline, topic, kafka_partition)" + _properties(config)
     )

@@ -60,6 +60,35 @@ def test_recreated_topic_stops_before_reading(
     assert order_ids(stack) == set(range(5))
 
 
+def test_recreated_topic_with_its_checkpoint_lost_is_not_resumed_from_old_offsets(
+    stack: LocalStack,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    """No checkpoint to hold the old topic id: the progress rows hold it (12-08). Resuming
+    from their offsets (15) would skip the new topic's first five orders."""
+    topic = "cdc.recreated.lost"
+    create_topic(stack.bootstrap, topic, 1)
+    produce_orders(stack, topic, range(5))
+    run = pipeline(stack, tmp_path / "first", topic)
+    assert caught_up(stack, topic, {0: 15})
+    assert run.stop() == 0
+
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    create_topic(stack.bootstrap, topic, 1)
+    produce_orders(stack, topic, range(100, 110))
+
+    failed = pipeline(stack, tmp_path / "second", topic)
+    assert wait_exit(failed, 240) == 1
+    log = "\n".join(failed.lines)
+    assert "written for a topic since deleted and re-created" in log, log[-3000:]
+    assert "source.starting-offsets=earliest" in log
+    assert order_ids(stack) == set(range(5))
+
+
 def test_lost_checkpoint_resumes_after_the_last_commit_not_from_latest(
     stack: LocalStack,  # noqa: F811 - the fixture
     tmp_path: Path,

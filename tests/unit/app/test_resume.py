@@ -99,3 +99,23 @@ def test_the_warning_names_the_partitions_without_progress(
     with caplog.at_level("WARNING", logger="app.resume"):
         resume_offsets(_config(starting_offsets="latest"), {("cdc.orders", 0): 41}, PARTS)
     assert "partitions without progress start at latest: cdc.orders-1, cdc.orders-2" in caplog.text
+
+
+def test_progress_rows_of_a_re_created_topic_are_not_resumed_from() -> None:
+    """Checkpoint lost and topic re-created: the progress rows' topic id is the old one's, and
+    their offsets would skip the new topic's first records (left open on 12-07)."""
+    progress = {("cdc.orders", 0): 500, ("cdc.orders", 1): 480}
+    now = {"cdc.orders": "NEW"}
+    with pytest.raises(StartRefusedError) as refused:
+        resume_offsets(_config(), progress, PARTS, now, {("cdc.orders", 0): "OLD"})
+    message = str(refused.value)
+    assert "cdc.orders-0 (topic id OLD, NEW now)" in message
+    assert "source.on-lost-checkpoint=ignore" in message
+    assert "source.starting-offsets=earliest" in message
+    # Rows of this topic, or written before the column: resumed from as before.
+    same = {("cdc.orders", 0): "NEW"}
+    assert resume_offsets(_config(), progress, PARTS, now, same) is not None
+    assert resume_offsets(_config(), progress, PARTS, now, {}) is not None
+    # ignore keeps starting-offsets, as advised.
+    ignore = _config(on_lost_checkpoint="ignore")
+    assert resume_offsets(ignore, progress, PARTS, now, {("cdc.orders", 0): "OLD"}) is None

@@ -87,7 +87,8 @@ def to_sink_rows(assembled: DataFrame, config: AppConfig) -> DataFrame:
     reject = F.col("kind") == F.lit(KIND_REJECT)
     # A rejected DATA event keeps its target and op with the row image (app/task_load.py).
     data = F.when(
-        F.col("table").isNotNull(), F.to_json(F.struct("database", "table", "op", "row"))
+        F.col("database").isNotNull() & F.col("table").isNotNull(),
+        F.to_json(F.struct("database", "table", "op", "row")),
     ).otherwise(F.col("row"))
     data, reason = fit_payload_col(data, F.col("reason"))
     payload = F.to_json(

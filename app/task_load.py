@@ -72,12 +72,13 @@ class LoadInTask:
         """The dead-letter table's row of a REJECT output row, as JSON text.
 
         The same columns and cuts as :func:`app.pipeline.to_sink_rows` (Spark's ``to_json``
-        leaves null fields out, and so does this). A rejected DATA event's payload keeps its
-        target and op with the row image, so that the change can be applied once fixed.
+        leaves null fields out, and so does this). A rejected DATA event with a target keeps it
+        and its op with the row image, so that the change can be applied once fixed; any other
+        record is kept as it came.
         """
         payload = out[_ROW]
         reason = out[_REASON]
-        if out[_TABLE] is not None:
+        if out[_DATABASE] is not None and out[_TABLE] is not None:
             payload = _json(
                 {"database": out[_DATABASE], "table": out[_TABLE], "op": out[_OP], "row": payload}
             )

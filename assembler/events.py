@@ -107,6 +107,12 @@ MAXWELL_COMMIT = "MAXWELL_COMMIT"
 _ROW_TYPES = frozenset({_DATA, MAXWELL_ROW, MAXWELL_COMMIT})
 
 
+def refuse_constant(name: str) -> Any:
+    """``parse_constant`` of ``json.loads``: NaN, Infinity and -Infinity are not JSON."""
+    msg = f"{name} is not a JSON number (StarRocks refuses NaN and Infinity)"
+    raise ValueError(msg)
+
+
 def _row_problem(row: str) -> str | None:
     """Why ``row`` cannot be loaded as one StarRocks row, or ``None``.
 
@@ -117,9 +123,10 @@ def _row_problem(row: str) -> str | None:
         value = orjson.loads(row)
     except ValueError:
         # orjson refuses lone surrogates and integers beyond 64 bits; the stdlib decides, but a
-        # lone surrogate still cannot travel as UTF-8 to StarRocks.
+        # lone surrogate still cannot travel as UTF-8 to StarRocks, nor NaN or Infinity, which
+        # its strict parser (simdjson) refuses: the batch would fail on every replay.
         try:
-            value = json.loads(row)
+            value = json.loads(row, parse_constant=refuse_constant)
             json.dumps(value, ensure_ascii=False).encode()
         except UnicodeEncodeError:
             return "DATA row holds a lone UTF-16 surrogate escape (e.g. \\ud800): not valid Unicode"

@@ -160,9 +160,10 @@ def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
     try:
         image = orjson.loads(data)
     except ValueError:
-        # The stdlib decides what orjson refuses (NaN, lone surrogates), and words the error.
+        # The stdlib decides what orjson refuses (lone surrogates), and words the error; NaN
+        # and Infinity stay refused (StarRocks' strict parser would fail the whole batch).
         try:
-            image = json.loads(data)
+            image = json.loads(data, parse_constant=_refuse_constant)
         except ValueError as e:
             msg = (
                 f"row {_where(where)} is not valid JSON ({e}); fix the producer or reject it "
@@ -179,6 +180,11 @@ def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
         return exact_text(image, lambda: {**exact_loads(data), "__op": code}).encode("utf-8")
     # A JSON object's first non-blank byte is its "{".
     return _OP_PREFIX[code] + b"," + data[data.index(b"{") + 1 :]
+
+
+def _refuse_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON number (StarRocks refuses NaN and Infinity)"
+    raise ValueError(msg)
 
 
 def _where(where: Where) -> str:

@@ -457,6 +457,10 @@ def test_row_object_keeps_every_decimal_digit_and_big_integers() -> None:
         ('"text"', "must be a JSON object, got str"),
         ("{not json", "not valid JSON"),
         ('{"a": "\\ud800"}', "lone UTF-16 surrogate"),
+        # Python writes float('nan') so; StarRocks' strict parser (simdjson) refuses it, which
+        # failed the batch on every replay (review 12-08).
+        ('{"a": NaN}', "NaN is not a JSON number"),
+        ('{"a": [1, -Infinity]}', "-Infinity is not a JSON number"),
     ],
 )
 def test_rows_starrocks_cannot_take_are_invalid_events(row: str, why: str) -> None:
@@ -464,6 +468,13 @@ def test_rows_starrocks_cannot_take_are_invalid_events(row: str, why: str) -> No
     problem = event_problem(event)
     assert problem is not None
     assert why in problem
+
+
+def test_a_row_object_holding_nan_is_an_invalid_event() -> None:
+    raw = b'{"txn_id":"t","type":"DATA","database":"d","table":"x","op":"UPSERT","row":{"v":NaN}}'
+    problem = event_problem(make_decoder(CodecSettings()).decode(raw))
+    assert problem is not None
+    assert "NaN is not a JSON number" in problem
 
 
 @pytest.mark.parametrize("row", [[1, 2], 42, True])

@@ -30,6 +30,8 @@ def test_encoded_rows_are_utf8_json():
         ("UPSERT", "{bad"),
         ("UPSERT", None),
         ("UPSERT", '{"s": "\ud800"}'),  # a lone surrogate: no UTF-8 form to send
+        ("UPSERT", '{"p": NaN}'),  # not JSON to StarRocks' strict parser
+        ("UPSERT", '{"p": [Infinity]}'),
     ],
 )
 def test_bad_rows_are_terminal_and_name_where(op, row):

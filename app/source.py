@@ -25,7 +25,13 @@ FORMAT = "kafka"
 #: (docs/benchmarks.md). Every poll still waited it out once: 18 ms per poll at 10 ms, 8 ms at
 #: 0, and a live stream polls every partition every batch (docs/kafka-source.md). A task only
 #: reads offsets that exist, so the broker never has to wait for data: 0.
-CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0"}
+#: ``isolation.level``: a transactional producer (Kafka Connect with exactly-once source
+#: support, as Debezium runs it; any producer with a ``transactional.id``) leaves the records of
+#: aborted Kafka transactions in the log, and of open ones until they end. Kafka's default,
+#: ``read_uncommitted``, hands them over: an aborted write would be applied, and a retried one
+#: rejected as a BEGIN while open. ``read_committed`` reads only committed records; Spark's
+#: connector steps over the gaps they and the transaction markers leave (SPARK-25005).
+CONSUMER_DEFAULTS = {"kafka.fetch.max.wait.ms": "0", "kafka.isolation.level": "read_committed"}
 
 #: The consumer setting ``poll_records`` chooses unless ``source.options`` names it.
 POLL_RECORDS_KEY = "kafka.max.poll.records"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from app.memory import ExecutorHeap
     from app.progress import ProgressReporter
     from sinks.starrocks.sink import StarRocksSink
     from sinks.starrocks.txnapi import Instrument
@@ -173,8 +174,9 @@ def _run_query(
     # A lost checkpoint or a re-created topic must not skip or rewind data (app/resume.py).
     topic_ids, partitions = describe_topics(config.source)
     partition_count = sum(len(p) for p in partitions.values())
-    config = fit_txn_bytes(spark, config, partition_count)
-    config = size_polls(config, partition_count, *_heap(spark))
+    heap = _heap(spark)
+    config = fit_txn_bytes(config, partition_count, heap)
+    config = size_polls(config, partition_count, heap.size, heap.executors, heap.key)
     sink.set_topic_ids(topic_ids)
     committed = sink.committed_offsets()
     # What an earlier run made visible is emitted: an idle partition is not an open one.
@@ -278,44 +280,53 @@ def _await(
     return None
 
 
-def _heap(spark: SparkSession) -> tuple[int, int, str]:
-    """(heap bytes, executors, the setting it came from) of the session's executors."""
+def _heap(spark: SparkSession) -> ExecutorHeap:
+    """The session's executors' heap (app/memory.py)."""
     from app.memory import executor_heap
 
     sc = spark.sparkContext
     return executor_heap(sc.master or "", dict(sc.getConf().getAll()))
 
 
-def fit_txn_bytes(spark: SparkSession, config: AppConfig, partitions: int) -> AppConfig:
+def fit_txn_bytes(config: AppConfig, partitions: int, heap: ExecutorHeap) -> AppConfig:
     """``max-txn-bytes`` no larger than the executors' heap holds (app/memory.py)."""
-    from app.memory import STATE_FACTOR, txn_bytes_budget
+    from app.memory import MIN_TXN_BUDGET, STATE_FACTOR, txn_bytes_budget
 
-    heap, executors, key = _heap(spark)
-    budget = txn_bytes_budget(heap, executors, partitions)
+    budget = txn_bytes_budget(heap.size, heap.executors, partitions)
     current = config.assembler.max_txn_bytes
     if _lookup(config.raw, "assembler.max-txn-bytes"):
         if current > budget:
             log.warning(
                 "assembler.max-txn-bytes=%d does not fit: %d partition(s) with a transaction "
                 "that size open take ~%.1fx of it each in the state store, more than half of "
-                "%s=%d MiB; lower it or give the executors more memory",
+                "%s; lower it or give the executors more memory",
                 current,
                 partitions,
                 STATE_FACTOR,
-                key,
-                heap // 2**20,
+                heap.describe(),
             )
         return config
     if budget >= current:
         return config
-    log.info(
-        "max-txn-bytes=%d: what %s=%d MiB holds with %d partition(s) open at once (set "
-        "assembler.max-txn-bytes to choose; larger transactions are txn-too-large)",
-        budget,
-        key,
-        heap // 2**20,
-        partitions,
-    )
+    if budget < MIN_TXN_BUDGET:
+        # A few hundred bytes dead-letter nearly every transaction: most likely a size in the
+        # wrong unit (Spark reads a bare number as bytes or as MiB, app/memory.py).
+        log.warning(
+            "max-txn-bytes=%d: all that %s holds with %d partition(s) open at once; nearly "
+            "every transaction will be txn-too-large: check that setting (and its unit), or "
+            "set assembler.max-txn-bytes",
+            budget,
+            heap.describe(),
+            partitions,
+        )
+    else:
+        log.info(
+            "max-txn-bytes=%d: what %s holds with %d partition(s) open at once (set "
+            "assembler.max-txn-bytes to choose; larger transactions are txn-too-large)",
+            budget,
+            heap.describe(),
+            partitions,
+        )
     assembler = replace(config.assembler, max_txn_bytes=budget)
     source = config.source
     if source.debezium is not None:

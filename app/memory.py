@@ -26,6 +26,7 @@ import logging
 import math
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from app.source import KAFKA_POLL_RECORDS
 
@@ -43,27 +44,62 @@ POLL_FACTOR = 3.0
 POLL_HEAP_SHARE = 0.1
 #: Kafka's ``max.partition.fetch.bytes`` default.
 KAFKA_FETCH_BYTES = 1_048_576
-_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+#: Below this a computed ``max-txn-bytes`` dead-letters nearly every transaction: the start
+#: warns, naming the memory setting (a bare number read in the wrong unit is the usual cause).
+MIN_TXN_BUDGET = 2**20
+_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+_MIB = 2**20
+# Spark's SparkMasterRegex.LOCAL_CLUSTER_REGEX: local-cluster[workers, cores, MiB per worker].
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*]")
 
 
-def parse_jvm_memory(text: str) -> int:
-    """``"1g"``, ``"512m"``, ``"2048k"`` or bytes, as Spark reads ``spark.*.memory``."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)b?\s*", text.lower())
+class ExecutorHeap(NamedTuple):
+    """The heap that holds the state store, and where it came from (for the start's logs)."""
+
+    size: int  # bytes per executor
+    executors: int
+    key: str  # the Spark setting it came from
+    value: str  # that setting as given ("" = Spark's default)
+
+    def describe(self) -> str:
+        """``spark.executor.memory='4096' (4096 MiB)``, for logs."""
+        given = repr(self.value) if self.value else "(default)"
+        return f"{self.key}={given} ({self.size // _MIB} MiB)"
+
+
+def parse_jvm_memory(text: str, bare_unit: int = 1) -> int:
+    """``"1g"``, ``"512m"``, ``"2048k"`` in bytes; a bare number counts ``bare_unit`` bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)b?\s*", text.lower())
     if not m:
         msg = f"not a JVM memory size: {text!r}"
         raise ValueError(msg)
-    return int(m.group(1)) * _UNITS[m.group(2)]
+    return int(m.group(1)) * (_UNITS[m.group(2)] if m.group(2) else bare_unit)
 
 
-def executor_heap(master: str, conf: Mapping[str, str]) -> tuple[int, int, str]:
-    """(heap bytes, executors, the setting it came from) for ``master`` and ``spark.conf``."""
-    if master.startswith("local") or not master:
-        # Local mode: the driver JVM is the executor (spark-submit's --driver-memory).
+def executor_heap(master: str, conf: Mapping[str, str]) -> ExecutorHeap:
+    """The executors' heap for ``master`` and ``spark.conf``, read as Spark 4 reads it.
+
+    A bare number is bytes where it becomes a JVM's ``-Xmx`` (the driver, the executor in
+    local mode) or goes through ``Utils.memoryStringToMb`` (standalone and local-cluster:
+    ``ResourceProfile`` takes ``SparkContext.executorMemoryInMb`` there), and MiB where Spark
+    reads the ``spark.executor.memory`` entry (YARN, Kubernetes). Executors get whole MiB.
+    """
+    cluster = _LOCAL_CLUSTER.fullmatch(master.strip())
+    if not cluster and (master.startswith("local") or not master):
+        # Local mode: the driver JVM is the executor, its -Xmx spark-submit's --driver-memory.
         key = "spark.driver.memory"
-        return parse_jvm_memory(conf.get(key, "1g")), 1, key
+        value = conf.get(key, "")
+        return ExecutorHeap(parse_jvm_memory(value or "1g"), 1, key, value)
     key = "spark.executor.memory"
-    executors = int(conf.get("spark.executor.instances", "1") or 1)
-    return parse_jvm_memory(conf.get(key, "1g")), max(1, executors), key
+    value = conf.get(key, "")
+    bare_unit = 1 if cluster or master.startswith("spark://") else _MIB
+    size = parse_jvm_memory(value or "1g", bare_unit) // _MIB * _MIB
+    if cluster:
+        # One executor per worker JVM; the worker's MiB only bounds it (Spark refuses more).
+        executors = int(cluster.group(1))
+    else:
+        executors = int(conf.get("spark.executor.instances", "1") or 1)
+    return ExecutorHeap(size, max(1, executors), key, value)
 
 
 def txn_bytes_budget(heap: int, executors: int, partitions: int) -> int:

@@ -90,6 +90,9 @@ class PipelineMetrics:
             registry=r,
         )
         self._open_since: dict[tuple[str, int], float] = {}
+        # The highest batch id whose rows were counted (the query's ids only grow, but for a
+        # replay).
+        self._counted_through = -1
 
     def _age(self, since: float) -> float:
         return self._clock() - since
@@ -109,18 +112,23 @@ class PipelineMetrics:
             self.recovery.labels("rolled_back_attempt").inc(stats.attempt)
         if stats.skipped:
             return  # an earlier run made it visible and was counted then
+        if stats.label is not None:
+            self.commit_seconds.observe(stats.sink_ms / 1000)
+            self.last_commit_time.set(now)
+        for (topic, partition), offset in stats.emitted.items():
+            self.committed_offset.labels(topic, str(partition)).set(offset)
+        if stats.batch_id <= self._counted_through:
+            # Counted when first loaded behind (committing): its commit failed, app/main.py
+            # restarted the query and Spark replayed it, the same rows made visible once.
+            return
+        self._counted_through = stats.batch_id
         self.rows.inc(stats.rows)
         self.transactions.inc(stats.transactions)
         self.rejected_transactions.inc(stats.rejected_transactions)
         for reason, count in stats.rejects_by_reason.items():
             self.rejected_records.labels(reason).inc(count)
-        if stats.label is not None:
-            self.commit_seconds.observe(stats.sink_ms / 1000)
-            self.last_commit_time.set(now)
         for source_ms in stats.source_ts_ms:
             self.visible_seconds.observe(max(0.0, now - source_ms / 1000))
-        for (topic, partition), offset in stats.emitted.items():
-            self.committed_offset.labels(topic, str(partition)).set(offset)
 
     def on_open(self, open_partitions: Mapping[tuple[str, int], bool], now_s: float) -> None:
         """Which partitions have consumed past their last emitted transaction (progress)."""

@@ -61,6 +61,7 @@ class ProgressReporter:
         self._lock = threading.Lock()
         self._pending: dict[int, BatchStats] = {}
         self._emitted: dict[tuple[str, int], int] = {}
+        self._counted_through = -1
         self.batches = 0
         self.rows = 0
         self.transactions = 0
@@ -73,9 +74,12 @@ class ProgressReporter:
         """Account one written batch (driver, foreachBatch; a replay may record it again)."""
         with self._lock:
             self.batches += 1
-            self.rows += stats.rows
-            self.transactions += stats.transactions
-            self.rejected_records += stats.rejected_records
+            # A replay (after a commit behind failed, app/main.py) writes rows counted once.
+            if stats.batch_id > self._counted_through:
+                self._counted_through = stats.batch_id
+                self.rows += stats.rows
+                self.transactions += stats.transactions
+                self.rejected_records += stats.rejected_records
             self.last = stats
             for key, offset in stats.emitted.items():
                 self._emitted[key] = max(offset, self._emitted.get(key, -1))

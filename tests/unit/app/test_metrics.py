@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
@@ -53,6 +54,42 @@ def test_a_replayed_batch_is_a_recovery_action_and_counts_nothing_twice() -> Non
     )
     assert value(m, "cdc_recovery_actions_total", action="skipped_batch") == 1
     assert value(m, "cdc_rows_committed_total") == 0
+
+
+def test_a_batch_replayed_after_its_commit_behind_failed_is_counted_once() -> None:
+    # sink.commit-behind: batch 7 is loaded and counted (committing); its commit fails,
+    # app/main.py restarts the query, Spark replays batch 7 (same rows), which commits.
+    m = PipelineMetrics("p")
+    first = BatchStats(
+        batch_id=7,
+        rows=5,
+        transactions=1,
+        rejected_records=1,
+        rejected_transactions=1,
+        label="l-7-0",
+        outcome="committing",
+        rejects_by_reason={"undecodable": 1},
+        source_ts_ms=[90_000],
+        emitted={("cdc", 0): 12},
+    )
+    m.on_batch(first, now_s=100.0)
+    m.on_batch(
+        replace(first, label="l-7-1", outcome="committed", sink_ms=50.0, source_ts_ms=[90_000]),
+        now_s=200.0,
+    )
+    assert value(m, "cdc_batches_total", outcome="committing") == 1
+    assert value(m, "cdc_batches_total", outcome="committed") == 1
+    assert value(m, "cdc_rows_committed_total") == 5
+    assert value(m, "cdc_transactions_committed_total") == 1
+    assert value(m, "cdc_rejected_records_total", reason="undecodable") == 1
+    assert value(m, "cdc_rejected_transactions_total") == 1
+    assert value(m, "cdc_begin_to_visible_seconds_count") == 1
+    # The replay's commit is a commit: its time and the sink's are still seen.
+    assert value(m, "cdc_last_commit_timestamp_seconds") == 200.0
+    assert value(m, "cdc_commit_seconds_count") == 2
+    # The next batch counts again.
+    m.on_batch(BatchStats(batch_id=8, rows=3, label="l-8-0", outcome="committed"), now_s=201.0)
+    assert value(m, "cdc_rows_committed_total") == 8
 
 
 def test_open_transaction_age_per_partition_grows_between_batches() -> None:

@@ -42,3 +42,12 @@ def test_what_an_earlier_run_made_visible_is_not_open_after_a_restart() -> None:
     reporter.record(BatchStats(batch_id=5, label="cdc-q-5-0", skipped=True))
     reporter.on_progress(5, 4, {"cdc": {"0": 10, "1": 4, "2": 1}})
     assert reporter.open_transactions == 1  # partition 2 only: it emitted nothing yet
+
+
+def test_a_batch_replayed_after_its_commit_behind_failed_adds_to_the_totals_once() -> None:
+    reporter = ProgressReporter(enabled=False)
+    reporter.record(BatchStats(batch_id=7, rows=5, transactions=1, outcome="committing"))
+    # Its commit failed; the query restarted in process and Spark replayed batch 7.
+    reporter.record(BatchStats(batch_id=7, rows=5, transactions=1, outcome="committed"))
+    reporter.record(BatchStats(batch_id=8, rows=2, transactions=1, outcome="committing"))
+    assert (reporter.batches, reporter.rows, reporter.transactions) == (3, 7, 2)

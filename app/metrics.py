@@ -80,7 +80,8 @@ class PipelineMetrics:
         )
         self.oldest_open_seconds = Gauge(
             "cdc_oldest_open_transaction_seconds",
-            "How long the partition has had an open source transaction (0: none)",
+            "Age of the partition's open source transaction, from the batch that read its "
+            "first record (0: none)",
             ["topic", "partition"],
             registry=r,
         )
@@ -89,7 +90,7 @@ class PipelineMetrics:
             "Wall time of the last committed batch",
             registry=r,
         )
-        self._open_since: dict[tuple[str, int], float] = {}
+        self._open_since: dict[tuple[str, int], float | None] = {}
         # The highest batch id whose rows were counted (the query's ids only grow, but for a
         # replay).
         self._counted_through = -1
@@ -130,17 +131,17 @@ class PipelineMetrics:
         for source_ms in stats.source_ts_ms:
             self.visible_seconds.observe(max(0.0, now - source_ms / 1000))
 
-    def on_open(self, open_partitions: Mapping[tuple[str, int], bool], now_s: float) -> None:
-        """Which partitions have consumed past their last emitted transaction (progress)."""
-        self.open_transactions.set(sum(open_partitions.values()))
-        for key, is_open in open_partitions.items():
+    def on_open(self, open_since: Mapping[tuple[str, int], float | None]) -> None:
+        """When each partition's open transaction began (``None``: none open), from progress."""
+        self.open_transactions.set(sum(since is not None for since in open_since.values()))
+        for key, since in open_since.items():
+            if key in self._open_since and self._open_since[key] == since:
+                continue
+            self._open_since[key] = since
             child = self.oldest_open_seconds.labels(key[0], str(key[1]))
-            since = self._open_since.get(key)
-            if is_open and since is None:
-                self._open_since[key] = since = now_s
+            if since is None:
+                child.set_function(lambda: 0.0)
+            else:
                 # Aged at scrape time: an idle pipeline runs no batch (pipeline.idle-batches),
                 # and the age of an abandoned transaction must still grow for the alert.
                 child.set_function(partial(self._age, since))
-            elif not is_open:
-                self._open_since.pop(key, None)
-                child.set_function(lambda: 0.0)

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.listener import (
@@ -61,6 +62,9 @@ class ProgressReporter:
         self._lock = threading.Lock()
         self._pending: dict[int, BatchStats] = {}
         self._emitted: dict[tuple[str, int], int] = {}
+        # Per open partition: (its last emitted offset, the start of the batch it was seen
+        # open in first with that offset).
+        self._open: dict[tuple[str, int], tuple[int, float]] = {}
         self._counted_through = -1
         self.batches = 0
         self.rows = 0
@@ -87,6 +91,23 @@ class ProgressReporter:
         if self._metrics is not None:
             self._metrics.on_batch(stats)
 
+    def _opened(self, key: tuple[str, int], end: int, started: float) -> float | None:
+        """When the transaction open in ``key`` now began, or ``None`` when none is open.
+
+        Open: consumed past its last emitted record. A partition first seen open, or open
+        again after emitting since it was last seen (its transaction ended, another began),
+        has a transaction begun in this batch: its start, as ``txn-timeout`` counts from
+        the batch that applied the BEGIN.
+        """
+        emitted = self._emitted.get(key, -1)
+        if end - 1 <= emitted:
+            self._open.pop(key, None)
+            return None
+        seen = self._open.get(key)
+        if seen is None or seen[0] != emitted:
+            seen = self._open[key] = (emitted, started)
+        return seen[1]
+
     def emitted_before(self, offsets: dict[tuple[str, int], int]) -> None:
         """Offsets an earlier run emitted (the sink's progress rows), read at start (driver).
 
@@ -97,20 +118,26 @@ class ProgressReporter:
             for key, offset in offsets.items():
                 self._emitted[key] = max(offset, self._emitted.get(key, -1))
 
-    def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
-        """Spark's progress for ``batch_id``: print the batch's line."""
+    def on_progress(
+        self,
+        batch_id: int,
+        input_rows: int,
+        end_offsets: dict[str, Any],
+        started_s: float | None = None,
+    ) -> None:
+        """Spark's progress for ``batch_id`` (begun at ``started_s``): print the batch's line."""
+        started = time.time() if started_s is None else started_s
         with self._lock:
             stats = self._pending.pop(batch_id, None)
-            open_partitions = {
-                (topic, int(partition)): int(end) - 1
-                > self._emitted.get((topic, int(partition)), -1)
+            open_since = {
+                (topic, int(partition)): self._opened((topic, int(partition)), int(end), started)
                 for topic, partitions in end_offsets.items()
                 for partition, end in partitions.items()
             }
-            self.open_transactions = sum(open_partitions.values())
+            self.open_transactions = sum(since is not None for since in open_since.values())
             open_txns = self.open_transactions
         if self._metrics is not None:
-            self._metrics.on_open(open_partitions, time.time())
+            self._metrics.on_open(open_since)
         if not self._enabled or stats is None:
             return
         if input_rows == 0 and stats.rows == 0 and stats.rejected_records == 0:
@@ -125,6 +152,14 @@ class ProgressReporter:
             f"  | total txns {self.transactions}  rows/s {self.rows / elapsed:,.0f}",
             flush=True,
         )
+
+
+def _epoch_s(timestamp: str | None) -> float | None:
+    """A progress event's ``timestamp`` (its trigger's start, ISO 8601 UTC) in epoch seconds."""
+    try:
+        return datetime.fromisoformat(timestamp or "").timestamp()
+    except ValueError:
+        return None
 
 
 class _JsonProgressBridge(JStreamingQueryListener):
@@ -188,7 +223,9 @@ class ProgressListener(StreamingQueryListener):
             progress.batchId,
             " ".join(f"{k}_ms={v}" for k, v in sorted(durations.items())),
         )
-        self._reporter.on_progress(progress.batchId, int(progress.numInputRows), ends)
+        self._reporter.on_progress(
+            progress.batchId, int(progress.numInputRows), ends, _epoch_s(progress.timestamp)
+        )
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """Nothing new to read."""

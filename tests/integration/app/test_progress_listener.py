@@ -21,10 +21,18 @@ class _Recording(ProgressReporter):
     def __init__(self) -> None:
         super().__init__(enabled=False)
         self.progress: list[tuple[int, int, dict[str, Any]]] = []
+        self.batch_starts: list[float | None] = []
 
-    def on_progress(self, batch_id: int, input_rows: int, end_offsets: dict[str, Any]) -> None:
+    def on_progress(
+        self,
+        batch_id: int,
+        input_rows: int,
+        end_offsets: dict[str, Any],
+        started_s: float | None = None,
+    ) -> None:
         self.progress.append((batch_id, input_rows, end_offsets))
-        super().on_progress(batch_id, input_rows, end_offsets)
+        self.batch_starts.append(started_s)
+        super().on_progress(batch_id, input_rows, end_offsets, started_s)
 
 
 def _read(df: Any, _batch_id: int) -> None:
@@ -62,5 +70,10 @@ def test_each_batch_of_its_query_reaches_the_reporter_with_its_end_offsets(
     finally:
         spark.streams.removeListener(listener)
     assert reporter.progress == [(0, 5, {topic: {"0": 3, "1": 2}})]
+    # The batch's start, from the event's timestamp (ISO 8601 UTC): open transactions age
+    # from it.
+    [started] = reporter.batch_starts
+    assert started is not None
+    assert abs(time.time() - started) < 180
     # Every partition consumed past the last transaction it emitted (none): both open.
     assert reporter.open_transactions == 2

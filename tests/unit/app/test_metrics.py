@@ -95,9 +95,10 @@ def test_a_batch_replayed_after_its_commit_behind_failed_is_counted_once() -> No
 def test_open_transaction_age_per_partition_grows_between_batches() -> None:
     now = [100.0]
     m = PipelineMetrics("p", clock=lambda: now[0])
-    m.on_open({("cdc", 0): True, ("cdc", 1): False}, now_s=100.0)
+    # When each partition's open transaction began (app/progress.py), None: none open.
+    m.on_open({("cdc", 0): 100.0, ("cdc", 1): None})
     now[0] = 130.0
-    m.on_open({("cdc", 0): True, ("cdc", 1): True}, now_s=130.0)
+    m.on_open({("cdc", 0): 100.0, ("cdc", 1): 130.0})
     assert value(m, "cdc_open_transactions") == 2
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 30
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 0
@@ -105,7 +106,7 @@ def test_open_transaction_age_per_partition_grows_between_batches() -> None:
     # abandoned transaction keeps growing at every scrape all the same.
     now[0] = 400.0
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 300
-    m.on_open({("cdc", 0): False, ("cdc", 1): True}, now_s=410.0)
+    m.on_open({("cdc", 0): None, ("cdc", 1): 130.0})
     now[0] = 410.0
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="0") == 0
     assert value(m, "cdc_oldest_open_transaction_seconds", topic="cdc", partition="1") == 280

@@ -5,10 +5,11 @@ They are read once at start into frozen typed objects and validated before Spark
 Precedence, lowest first: built-in defaults, the YAML file, environment variables, ``--set``.
 
 Keys are dotted paths ``section.key``; each takes one value, except the comma lists
-(:data:`COMMA_LISTS`), which take a YAML list too. Five sections are free-form maps whose keys
+(:data:`COMMA_LISTS`), which take a YAML list too. Six sections are free-form maps whose keys
 are passed on verbatim to the component that owns them (so their names can follow that
 component's conventions, e.g. the StarRocks Flink connector's ``sink.label-prefix``):
-``assembler.*``, ``starrocks.*``, ``source.options.*``, ``source.debezium.*`` and
+``assembler.*``, ``starrocks.*``, ``source.options.*`` (Spark's Java Kafka consumer),
+``source.driver-options.*`` (the driver's librdkafka clients), ``source.debezium.*`` and
 ``spark.conf.*``.
 
 An environment variable overrides a key that exists in the defaults or the file: its name is
@@ -29,6 +30,7 @@ from typing import Any, Literal
 import yaml
 
 from app.kafka_client_configs import CONSUMER_CONFIGS, KAFKA_CLIENTS_VERSION
+from app.kafka_driver import DRIVER_OPTIONS, DriverKafka, driver_kafka
 from app.source import CONSUMER_DEFAULTS, KAFKA_POLL_RECORDS, POLL_RECORDS_KEY
 from assembler.codecs import CodecSettings
 from assembler.debezium import DebeziumSettings
@@ -37,7 +39,14 @@ from common.errors import ConfigError
 from common.options import Options, is_secret_key
 from sinks.starrocks.config import StarRocksSinkConfig
 
-MAP_SECTIONS = ("assembler", "starrocks", "source.options", "source.debezium", "spark.conf")
+MAP_SECTIONS = (
+    "assembler",
+    "starrocks",
+    "source.options",
+    DRIVER_OPTIONS,
+    "source.debezium",
+    "spark.conf",
+)
 
 # Keys whose value is a comma-separated list: a YAML list of plain values is joined into one.
 COMMA_LISTS = frozenset(
@@ -77,6 +86,9 @@ DEFAULTS: dict[str, Any] = {
         "max-read-tasks": 0,
         "fail-on-data-loss": True,
         "options": {},
+        # librdkafka settings for the driver's own Kafka calls, over those made from
+        # options.kafka.* (app/kafka_driver.py): e.g. a JKS trust store's CA as ssl.ca.location.
+        "driver-options": {},
         # txn: the project's TXN_BEGIN/DATA/TXN_END envelope, assembled per partition.
         # debezium: Debezium data topics + <prefix>.transaction, assembled per source
         # (docs/debezium.md); its options live in source.debezium.*.
@@ -130,7 +142,10 @@ class SourceSettings:
     max_offsets_per_trigger: int
     fail_on_data_loss: bool
     max_read_tasks: int = 0
-    extra_options: Mapping[str, str] = field(default_factory=dict)
+    # Both may hold credentials (a JAAS config, sasl.password): kept out of repr.
+    extra_options: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: ``source.driver-options``: librdkafka settings for the driver's own calls.
+    driver_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: ``max.poll.records`` unless ``extra_options`` names it; sized at start (app/main.py).
     poll_records: int = KAFKA_POLL_RECORDS
     envelope: Literal["txn", "debezium", "maxwell"] = "txn"
@@ -143,11 +158,13 @@ class SourceSettings:
             return (*self.topics, self.debezium.transaction_topic)
         return self.topics
 
+    def driver_kafka(self) -> DriverKafka:
+        """The driver's librdkafka settings, where each came from, and what they lack."""
+        return driver_kafka(self.bootstrap_servers, self.extra_options, self.driver_options)
+
     def client_settings(self) -> dict[str, str]:
         """Librdkafka settings for the driver's own short calls to the same brokers."""
-        settings = {k.removeprefix("kafka."): v for k, v in self.extra_options.items()}
-        settings["bootstrap.servers"] = self.bootstrap_servers
-        return settings
+        return self.driver_kafka().settings
 
     def reader_options(self) -> dict[str, str]:
         """Options for ``spark.readStream``, named as Spark's Kafka connector names them."""
@@ -402,6 +419,12 @@ def _source(
     extra = _string_map(section["options"], "source.options")
     for key in extra:
         _check_kafka_option(key)
+    driver = _string_map(section["driver-options"], DRIVER_OPTIONS)
+    for key in driver:
+        if key in ("bootstrap.servers", "metadata.broker.list"):
+            # Its checks must ask the cluster Spark reads.
+            msg = f"{DRIVER_OPTIONS}.{key}: the driver's calls use source.bootstrap-servers"
+            raise ConfigError(msg)
     envelope = _str(section, "source", "envelope")
     if envelope not in _ENVELOPES:
         msg = f"source.envelope={envelope!r}: expected txn, debezium or maxwell"
@@ -429,6 +452,7 @@ def _source(
         fail_on_data_loss=_bool(section, "source", "fail-on-data-loss"),
         max_read_tasks=_int(section, "source", "max-read-tasks", minimum=0),
         extra_options=extra,
+        driver_options=driver,
         on_lost_checkpoint=_ON_LOST_CHECKPOINT[lost],
     )
 

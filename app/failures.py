@@ -87,7 +87,11 @@ def kafka_earliest(client_settings: dict[str, str]) -> EarliestOffset:
     def earliest(topic: str, partition: int) -> int | None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        consumer = Consumer({**client_settings, "group.id": "cdc-failure-report"})
+        try:
+            # Inside: a setting librdkafka refuses loses the detail, not the failure's message.
+            consumer = Consumer({**client_settings, "group.id": "cdc-failure-report"})
+        except KafkaException:
+            return None
         try:
             low, _high = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=10

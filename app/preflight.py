@@ -8,6 +8,7 @@ which ``main`` now also calls before the SparkSession starts.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from app.config import SourceSettings
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
 log = logging.getLogger(__name__)
+
+# librdkafka names the property it refuses in double quotes ("No such configuration property:
+# "x"", "Invalid value ... for configuration property "x"").
+_PROPERTY = re.compile(r'property:? "([^"]+)"')
 
 
 class PreflightError(CdcError, Terminal):
@@ -31,15 +36,15 @@ def check_kafka(source: SourceSettings, timeout_s: float = 15.0) -> None:
     """
     from confluent_kafka import KafkaException
 
+    admin = _admin(source)
     try:
-        metadata = _admin(source).list_topics(timeout=timeout_s)
+        metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as e:
-        error = e.args[0] if e.args else e
-        reason = error.str() if hasattr(error, "str") else str(error)
         msg = (
             f"Kafka at source.bootstrap-servers={source.bootstrap_servers} did not answer in "
-            f"{timeout_s:.0f} s ({reason}): check the address and port, "
+            f"{timeout_s:.0f} s ({_reason(e)}): check the address and port, "
             "and source.options.kafka.* (security protocol, SASL) if the cluster needs them"
+            f"{source.driver_kafka().hint()}"
         )
         raise PreflightError(msg) from None
     missing = [t for t in source.topics if t not in metadata.topics]
@@ -77,9 +82,35 @@ def describe_topics(
 
 
 def _admin(source: SourceSettings) -> AdminClient:
+    """The driver's admin client; settings librdkafka refuses fail here, naming their option.
+
+    Raises:
+        PreflightError: librdkafka refused a setting (construction checks every property,
+            and with TLS loads the certificates and keys).
+    """
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, str | int | float | bool] = dict(source.client_settings())
-    # librdkafka logs every failed connection attempt: the errors raised here say it instead.
-    settings["log_level"] = 0
-    return AdminClient(settings)
+    driver = source.driver_kafka()
+    settings: dict[str, str | int | float | bool] = dict(driver.settings)
+    # librdkafka logs every failed connection attempt: the errors raised here say it instead
+    # (source.driver-options.log_level turns its log back on, with debug=...).
+    settings.setdefault("log_level", 0)
+    try:
+        return AdminClient(settings)
+    except KafkaException as e:
+        reason = _reason(e)
+        named = _PROPERTY.search(reason)
+        origin = driver.origins.get(named.group(1)) if named else None
+        where = f" (from {origin})" if origin else ""
+        msg = (
+            f"the driver's Kafka client (librdkafka) refuses its settings: {reason}{where}. "
+            "It takes source.driver-options.* as they are, and of source.options.kafka.* what "
+            f"librdkafka reads the same way{driver.hint()}"
+        )
+        raise PreflightError(msg) from None
+
+
+def _reason(e: Exception) -> str:
+    error = e.args[0] if e.args else e
+    return error.str() if hasattr(error, "str") else str(error)

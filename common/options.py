@@ -31,6 +31,8 @@ _SIZE_FACTOR = {"k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2
 # Last key parts that hold credentials (``starrocks.password``,
 # ``source.options.kafka.sasl.jaas.config``): never printed, never logged.
 _SECRET_PARTS = ("password", "secret", "jaas", "token", "credential")
+# Private keys given as text (Kafka's ``ssl.keystore.key``, librdkafka's ``ssl.key.pem``).
+_SECRET_ENDINGS = ("keystore.key", "key.pem")
 
 
 class Secret:
@@ -64,8 +66,13 @@ class Secret:
 
 def is_secret_key(dotted: str) -> bool:
     """Whether a setting holds a credential (``--get`` refuses those)."""
-    last = dotted.lower().rsplit(".", 1)[-1]
-    return any(part in last for part in _SECRET_PARTS) or "jaas" in dotted.lower()
+    lowered = dotted.lower()
+    last = lowered.rsplit(".", 1)[-1]
+    return (
+        any(part in last for part in _SECRET_PARTS)
+        or "jaas" in lowered
+        or lowered.endswith(_SECRET_ENDINGS)
+    )
 
 
 def _text(raw: Any) -> str:

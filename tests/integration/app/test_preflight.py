@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.config import load_config
-from app.preflight import PreflightError, check_kafka
+from app.preflight import PreflightError, check_kafka, describe_topics
 from tests.fixtures.kafka import ExternalBroker
 
 pytestmark = pytest.mark.integration
@@ -85,3 +85,25 @@ def test_reachable_broker_passes_and_missing_topics_are_only_a_warning(
     bad = load_config(ROOT / "conf" / "local.yaml", ["source.bootstrap-servers=127.0.0.1:1"])
     with pytest.raises(PreflightError, match=r"source\.bootstrap-servers"):
         check_kafka(bad.source, timeout_s=2)
+
+
+def test_java_only_consumer_settings_leave_the_drivers_checks_working(
+    kafka_broker: ExternalBroker, unique_topic: Callable[[int], str]
+) -> None:
+    # Settings of Spark's Java consumer that librdkafka refuses by name: the driver's own
+    # client leaves them out (a JKS trust store is unused on this PLAINTEXT broker).
+    topic = unique_topic(3)
+    config = load_config(
+        ROOT / "conf" / "local.yaml",
+        [
+            f"source.bootstrap-servers={kafka_broker.bootstrap}",
+            f"source.topics={topic}",
+            "source.options.kafka.security.protocol=PLAINTEXT",
+            "source.options.kafka.default.api.timeout.ms=60000",
+            "source.options.kafka.fetch.max.wait.ms=200",
+            "source.options.kafka.ssl.truststore.location=/etc/kafka/truststore.jks",
+        ],
+    )
+    check_kafka(config.source, timeout_s=10)
+    ids, partitions = describe_topics(config.source, timeout_s=10)
+    assert (list(ids), partitions) == ([topic], {topic: [0, 1, 2]})

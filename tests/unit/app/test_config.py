@@ -72,9 +72,43 @@ def test_map_sections_take_verbatim_keys(conf_file: Path) -> None:
 
 
 def test_secrets_never_appear_in_repr(conf_file: Path) -> None:
-    config = load_config(conf_file)
-    assert "secret-pw" not in repr(config)
+    config = load_config(
+        conf_file,
+        [
+            'source.options.kafka.sasl.jaas.config=x required password="jaas-pw";',
+            "source.driver-options.sasl.password=driver-pw",
+        ],
+    )
+    for secret in ("secret-pw", "jaas-pw", "driver-pw"):
+        assert secret not in repr(config)
     assert "secret-pw" not in str(config.starrocks)
+
+
+def test_driver_options_reach_the_drivers_kafka_clients_as_they_are(conf_file: Path) -> None:
+    conf_file.write_text(
+        BASE.replace(
+            "  topics: cdc.orders\n",
+            "  topics: cdc.orders\n  driver-options:\n    ssl:\n      ca.location: /etc/ca.pem\n"
+            "    sasl.password: ''\n",
+        )
+    )
+    config = load_config(
+        conf_file,
+        ["source.driver-options.sasl.username=cdc"],
+        {"CDC_SOURCE_DRIVER_OPTIONS_SASL_PASSWORD": "env-pw"},
+    )
+    settings = config.source.client_settings()
+    assert settings["ssl.ca.location"] == "/etc/ca.pem"  # nested YAML, flattened
+    assert (settings["sasl.username"], settings["sasl.password"]) == ("cdc", "env-pw")
+    # Spark's consumer takes only its own settings.
+    assert not any("ca.location" in k for k in config.source.reader_options())
+
+
+@pytest.mark.parametrize("key", ["bootstrap.servers", "metadata.broker.list"])
+def test_driver_options_ask_the_cluster_spark_reads(conf_file: Path, key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"source\.driver-options\.{re.escape(key)}: .*"
+                       r"source\.bootstrap-servers"):  # fmt: skip
+        load_config(conf_file, [f"source.driver-options.{key}=elsewhere:9092"])
 
 
 @pytest.mark.parametrize(
@@ -203,13 +237,18 @@ def test_get_refuses_secrets(conf_file: Path, capsys: pytest.CaptureFixture[str]
     assert main(["--config", str(conf_file), "--get", "starrocks.username"]) == 0
 
 
-@pytest.mark.parametrize("key", ["starrocks", "source", "source.options", "spark.conf"])
+@pytest.mark.parametrize(
+    "key", ["starrocks", "source", "source.options", "source.driver-options", "spark.conf"]
+)
 def test_get_refuses_a_section_its_values_may_be_secrets(
     conf_file: Path, capsys: pytest.CaptureFixture[str], key: str
 ) -> None:
     from app.main import main
 
-    jaas = '  options:\n    kafka.sasl.jaas.config: x password="kafka-secret";\n'
+    jaas = (
+        '  options:\n    kafka.sasl.jaas.config: x password="kafka-secret";\n'
+        "  driver-options:\n    sasl.password: kafka-secret\n"
+    )
     conf_file.write_text(BASE.replace("  topics: cdc.orders\n", f"  topics: cdc.orders\n{jaas}"))
     assert main(["--config", str(conf_file), "--get", key]) == 2
     out = capsys.readouterr()
@@ -243,6 +282,11 @@ def test_get_refuses_a_url_with_credentials(
         ([], "starrocks.sink.label-prefix", "demo"),  # nested YAML in a free-form section
         (["starrocks.sink.max-retries=7"], "starrocks.sink.max-retries", "7"),
         (["source.options.kafka.client.id=me"], "source.options.kafka.client.id", "me"),
+        (
+            ["source.driver-options.ssl.ca.location=/c"],
+            "source.driver-options.ssl.ca.location",
+            "/c",
+        ),
         (["spark.conf.spark.ui.port=4041"], "spark.conf.spark.ui.port", "4041"),
         ([], "pipeline.idle-batches", "false"),
     ],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.failures import explain_query_failure
+from app.failures import explain_query_failure, kafka_earliest
 
 pytestmark = pytest.mark.unit
 
@@ -90,3 +90,9 @@ def test_partitions_gone_from_the_subscription_are_not_blamed_on_retention() -> 
     assert "removed from source.topics" in line
     assert "source.fail-on-data-loss=false" in line
     assert "retention" not in line
+
+
+def test_a_setting_librdkafka_refuses_costs_the_earliest_offset_not_the_message() -> None:
+    # The failure is explained anyway; only "the earliest offset Kafka still has" is missing.
+    earliest = kafka_earliest({"bootstrap.servers": "127.0.0.1:1", "fetch.max.wait.ms": "0"})
+    assert earliest("t", 0) is None

@@ -66,6 +66,10 @@ def test_secret_never_prints_and_survives_pickling():
 @pytest.mark.parametrize(
     ("key", "secret"),
     [("starrocks.password", True), ("source.options.kafka.sasl.jaas.config", True),
+     ("source.driver-options.sasl.password", True),
+     # Private keys as text: Kafka's and librdkafka's names.
+     ("source.options.kafka.ssl.keystore.key", True), ("source.driver-options.ssl.key.pem", True),
+     ("source.driver-options.ssl.key.location", False),
      ("starrocks.username", False), ("source.format", False)],
 )  # fmt: skip
 def test_secret_keys(key, secret):

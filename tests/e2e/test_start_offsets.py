@@ -24,6 +24,16 @@ from tests.e2e.test_kafka_behaviour import (
 pytestmark = pytest.mark.e2e
 
 
+def recreate(local: LocalStack, topic: str) -> None:
+    """Delete ``topic`` and create it again, empty, under a new topic id."""
+    admin = AdminClient({"bootstrap.servers": local.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    create_topic(local.bootstrap, topic, 1)
+
+
 @pytest.mark.parametrize(
     "new_orders",
     # 6 records, below the checkpoint's offset 15 (Spark alone would fail on them), and 30,
@@ -43,12 +53,7 @@ def test_recreated_topic_stops_before_reading(
     assert caught_up(stack, topic, {0: 15})
     assert run.stop() == 0
 
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-        time.sleep(0.2)
-    create_topic(stack.bootstrap, topic, 1)
+    recreate(stack, topic)
     produce_orders(stack, topic, range(100, 100 + new_orders))
 
     failed = pipeline(stack, tmp_path, topic)
@@ -73,12 +78,7 @@ def test_recreated_topic_with_its_checkpoint_lost_is_not_resumed_from_old_offset
     assert caught_up(stack, topic, {0: 15})
     assert run.stop() == 0
 
-    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-        time.sleep(0.2)
-    create_topic(stack.bootstrap, topic, 1)
+    recreate(stack, topic)
     produce_orders(stack, topic, range(100, 110))
 
     failed = pipeline(stack, tmp_path / "second", topic)

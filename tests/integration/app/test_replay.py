@@ -35,6 +35,20 @@ def orders(emulator: EmulatorHandle) -> list[int]:
     return [r[0] for r in emulator.sql("SELECT order_id FROM demo.orders ORDER BY order_id")]
 
 
+def run_available(spark: Any, config: Any) -> Recorder:
+    """Start the pipeline's query, process everything in Kafka, stop; what it recorded."""
+    recorder = Recorder()
+    query = start(spark, config, recorder)
+    try:
+        query.processAllAvailable()  # raises what failed the query
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+        detach_listeners(spark)
+        recorder.sink.close()
+    return recorder
+
+
 def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_skipped(
     spark: Any,
     kafka_broker: KafkaBroker | ExternalBroker,
@@ -49,18 +63,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
     checkpoint = tmp_path / "ck"
     config = topic_config(emulator, bootstrap, topic, checkpoint)
 
-    def run(recorder: Recorder) -> None:
-        query = start(spark, config, recorder)
-        try:
-            query.processAllAvailable()  # raises what failed the query
-            assert query.exception() is None, query.exception()
-        finally:
-            query.stop()
-            detach_listeners(spark)
-            recorder.sink.close()
-
-    first = Recorder()
-    run(first)
+    first = run_available(spark, config)
     assert [(s.batch_id, s.outcome) for s in first.seen] == [(0, "committed")]
     assert orders(emulator) == [1, 101]
 
@@ -70,8 +73,7 @@ def test_a_batch_the_sink_committed_but_spark_did_not_record_is_replayed_and_ski
         (checkpoint / "commits" / name).unlink(missing_ok=True)
     produce(bootstrap, topic, order_txn(2)[2:], partition=0, key=b"k")  # order 2's END
 
-    second = Recorder()
-    run(second)
+    second = run_available(spark, config)
     replayed, after = second.seen
     assert (replayed.batch_id, replayed.outcome, replayed.skipped) == (0, "already_applied", True)
     assert (after.batch_id, after.outcome, after.transactions) == (1, "committed", 1)
@@ -102,16 +104,7 @@ def test_a_replayed_batch_keeps_the_limits_it_first_ran_with(
     checkpoint = tmp_path / "ck"
 
     def run(*extra: str) -> Recorder:
-        recorder = Recorder()
-        query = start(spark, topic_config(emulator, bootstrap, topic, checkpoint, *extra), recorder)
-        try:
-            query.processAllAvailable()
-            assert query.exception() is None, query.exception()
-        finally:
-            query.stop()
-            detach_listeners(spark)
-            recorder.sink.close()
-        return recorder
+        return run_available(spark, topic_config(emulator, bootstrap, topic, checkpoint, *extra))
 
     run()
     assert orders(emulator) == [1, 101]

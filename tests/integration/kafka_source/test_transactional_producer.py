@@ -11,15 +11,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from app.pipeline import detach_listeners
 from benchmarks.idle import order_txn
 from devstack.kafka.admin import create_topic, produce
 from devstack.kafka.broker import KafkaBroker
 from devstack.starrocks.launcher import EmulatorHandle
 from tests.fixtures.kafka import ExternalBroker
-from tests.integration.app.test_batch_writer import Recorder
-from tests.integration.app.test_one_job_per_batch import start, topic_config
-from tests.integration.app.test_replay import orders
+from tests.integration.app.test_one_job_per_batch import topic_config
+from tests.integration.app.test_replay import orders, run_available
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +52,7 @@ def test_records_of_aborted_kafka_transactions_are_never_read(
     write(producer, topic, order_txn(1), commit=True)
     produce(bootstrap, topic, order_txn(2), partition=0, key=b"k")  # not transactional
 
-    recorder = Recorder()
-    query = start(spark, topic_config(emulator, bootstrap, topic, tmp_path / "ck"), recorder)
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
-        detach_listeners(spark)
-        recorder.sink.close()
+    recorder = run_available(spark, topic_config(emulator, bootstrap, topic, tmp_path / "ck"))
 
     assert orders(emulator) == [1, 2, 3]
     assert emulator.sql("SELECT COUNT(*) FROM demo._cdc_dead_letter") == [(0,)]

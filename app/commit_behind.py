@@ -93,10 +93,17 @@ def recover(note: CheckpointNote, files: CheckpointFiles, sink: Settles) -> int 
     pending = note.load()
     if pending is None:
         return None
+    committed = files.batch_ids("commits")
+    if committed and committed[-1] > pending.batch_id:
+        # A later batch is in Spark's commit log, and every write_batch first settles the
+        # commit in flight (a failed one stops the query before that batch ends): this one
+        # committed, and the note is left over. Asked, StarRocks may have forgotten the label
+        # by now, and the rewind would undo batches Spark already ran.
+        note.clear()
+        return None
     if sink.settle_pending(pending) is Verdict.COMMITTED:
         note.clear()
         return None
-    committed = files.batch_ids("commits")
     if pending.batch_id not in committed:
         # Spark never recorded the batch: it replays it anyway.
         note.clear()

@@ -106,3 +106,15 @@ def test_restarts_are_counted_per_failing_batch_not_for_the_process_life():
     # A line without a batch id counts as one more failure of an unknown batch.
     unknown = Restarts(1)
     assert [unknown.allow("COMMIT_BEHIND_FAILED"), unknown.allow("x")] == [True, False]
+
+
+def test_a_note_older_than_a_recorded_batch_is_left_over_and_rewinds_nothing():
+    """Batches that end EMPTY or ALREADY_APPLIED do not replace the note, so it can name a
+    batch Spark recorded long ago; by then StarRocks may have forgotten its label. A later
+    batch in the commit log settled that commit first: nothing may be rewound (review 12-08).
+    """
+    files = Files([5, 6, 7, 8, 9], [5, 6, 7, 8, 9])
+    note = Note(PendingCommit("q", 5, "t-q-5-0"))
+    assert recover(note, files, Sink(Verdict.ABORTED)) is None  # type: ignore[arg-type]
+    assert files.deleted == []
+    assert note.pending is None

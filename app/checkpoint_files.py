@@ -11,6 +11,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Suffix of a file being written (:meth:`CheckpointFiles.write_json`).
+_TMP = ".tmp"
+
 
 class CheckpointFiles:
     """The checkpoint folder through Hadoop's file system (local, HDFS, S3A alike)."""
@@ -31,12 +34,12 @@ class CheckpointFiles:
 
     def exists(self, name: str) -> bool:
         """Whether the file ``name`` is there, readable or not."""
-        return bool(self._fs.exists(self._path(name)))
+        return self._where(name) is not None
 
     def read_json(self, name: str) -> Any:
         """The JSON file ``name`` next to the checkpoint; ``None`` when missing or unreadable."""
-        path = self._path(name)
-        if not self._fs.exists(path):
+        path = self._where(name)
+        if path is None:
             return None
         stream = self._fs.open(path)
         try:
@@ -50,16 +53,35 @@ class CheckpointFiles:
             return None
 
     def write_json(self, name: str, value: Any) -> None:
-        """Write (or replace) the JSON file ``name`` next to the checkpoint."""
-        stream = self._fs.create(self._path(name), True)
+        """Write (or replace) the JSON file ``name`` next to the checkpoint, atomically.
+
+        A crash leaves the old file or the new one, never a torn one: written whole under a
+        temporary name, then moved over the old file. Hadoop's rename does not replace, so the
+        old file goes first; a crash between the two leaves the new one under its temporary
+        name, which :meth:`read_json` then reads.
+        """
+        target, tmp = self._path(name), self._path(name + _TMP)
+        stream = self._fs.create(tmp, True)
         try:
             stream.write(bytearray(json.dumps(value, sort_keys=True).encode("utf-8")))
         finally:
             stream.close()
+        self._fs.delete(target, False)
+        if not self._fs.rename(tmp, target):
+            msg = f"could not move {tmp} to {target} in the checkpoint"
+            raise OSError(msg)
 
     def delete(self, name: str) -> bool:
         """Remove the file ``name`` (with its checksum file); whether it was there."""
-        return bool(self._fs.delete(self._path(name), False))
+        gone = bool(self._fs.delete(self._path(name), False))
+        return bool(self._fs.delete(self._path(name + _TMP), False)) or gone
+
+    def _where(self, name: str) -> Any:
+        """The path holding ``name``'s content: the file, else its completed temporary copy."""
+        for path in (self._path(name), self._path(name + _TMP)):
+            if self._fs.exists(path):
+                return path
+        return None
 
     def batch_ids(self, folder: str) -> list[int]:
         """The batch ids of Spark's log ``folder`` (``offsets``, ``commits``), ascending."""

@@ -124,7 +124,14 @@ def plan_limits(files: CheckpointFiles, limits: TxnLimits, location: str) -> Bat
     # applies ``limits`` as every start did then.
     if planned and (stored is not None or files.exists(LIMITS_FILE)):
         last = planned[-1]
-        replayed = BatchLimits(_parse(stored, location)).for_batch(last)
+        try:
+            replayed = BatchLimits(_parse(stored, location)).for_batch(last)
+        except LimitsFileError:
+            if last not in files.batch_ids("commits"):
+                raise
+            # Batch ``last`` is recorded: Spark replays nothing, so no batch needs old limits.
+            log.warning("ignoring a damaged %s: no batch of %s is replayed", LIMITS_FILE, location)
+            replayed = limits
         if replayed != limits:
             spans = ((0, replayed), (last + 1, limits))
             log.warning(

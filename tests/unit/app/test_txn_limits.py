@@ -35,10 +35,10 @@ class FakeFiles:
         self.offsets = offsets
         self.files: dict[str, Any] = {} if stored is None else {LIMITS_FILE: stored}
         self.writes = 0
+        self.commits: list[int] = []
 
     def batch_ids(self, folder: str) -> list[int]:
-        assert folder == "offsets"
-        return self.offsets
+        return self.offsets if folder == "offsets" else self.commits
 
     def read_json(self, name: str) -> Any:
         value = self.files.get(name)
@@ -100,6 +100,10 @@ def test_a_damaged_file_is_refused_naming_it(stored: Any) -> None:
         plan(FakeFiles([0], stored), OLD)
     # With no batch planned nothing can be replayed: the file is written afresh.
     assert plan(FakeFiles([], stored), OLD).for_batch(0) == OLD
+    # Nor with the newest batch in the commit log.
+    recorded = FakeFiles([0], stored)
+    recorded.commits = [0]
+    assert plan(recorded, NEW).for_batch(1) == NEW
 
 
 def test_the_slot_function_applies_its_batchs_limits(monkeypatch: pytest.MonkeyPatch) -> None:

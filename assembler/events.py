@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from common.exact_json import refuse_constant
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -105,12 +107,6 @@ _DATA = EventType.DATA.value
 MAXWELL_ROW = "MAXWELL_ROW"
 MAXWELL_COMMIT = "MAXWELL_COMMIT"
 _ROW_TYPES = frozenset({_DATA, MAXWELL_ROW, MAXWELL_COMMIT})
-
-
-def refuse_constant(name: str) -> Any:
-    """``parse_constant`` of ``json.loads``: NaN, Infinity and -Infinity are not JSON."""
-    msg = f"{name} is not a JSON number (StarRocks refuses NaN and Infinity)"
-    raise ValueError(msg)
 
 
 def _row_problem(row: str) -> str | None:

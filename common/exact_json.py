@@ -34,6 +34,16 @@ def has_float(value: Any) -> bool:
     return False
 
 
+def refuse_constant(name: str) -> Any:
+    """``parse_constant`` of ``json.loads``: NaN, Infinity and -Infinity are not JSON.
+
+    The stdlib accepts them; StarRocks' strict parser (simdjson) refuses them, and one such
+    row would fail its batch on every replay.
+    """
+    msg = f"{name} is not a JSON number (StarRocks refuses NaN and Infinity)"
+    raise ValueError(msg)
+
+
 def exact_loads(data: bytes | str) -> Any:
     """Parse ``data`` with numbers as written: ``Decimal`` for fractions, unbounded ints."""
     return json.loads(data, parse_float=Decimal)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from common.errors import Transient
-from common.exact_json import exact_loads, exact_text
+from common.exact_json import exact_loads, exact_text, refuse_constant
 from common.native import native_module
 from sinks.base import Tally, encode_tally
 from sinks.starrocks.config import StarRocksSinkConfig
@@ -163,7 +163,7 @@ def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
         # The stdlib decides what orjson refuses (lone surrogates), and words the error; NaN
         # and Infinity stay refused (StarRocks' strict parser would fail the whole batch).
         try:
-            image = json.loads(data, parse_constant=_refuse_constant)
+            image = json.loads(data, parse_constant=refuse_constant)
         except ValueError as e:
             msg = (
                 f"row {_where(where)} is not valid JSON ({e}); fix the producer or reject it "
@@ -180,11 +180,6 @@ def encode_row(op: str | None, row: str | None, where: Where) -> bytes:
         return exact_text(image, lambda: {**exact_loads(data), "__op": code}).encode("utf-8")
     # A JSON object's first non-blank byte is its "{".
     return _OP_PREFIX[code] + b"," + data[data.index(b"{") + 1 :]
-
-
-def _refuse_constant(name: str) -> Any:
-    msg = f"{name} is not a JSON number (StarRocks refuses NaN and Infinity)"
-    raise ValueError(msg)
 
 
 def _where(where: Where) -> str:

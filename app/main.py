@@ -178,12 +178,10 @@ def _run_query(
     config = fit_txn_bytes(config, partition_count, heap)
     config = size_polls(config, partition_count, heap.size, heap.executors, heap.key)
     sink.set_topic_ids(topic_ids)
-    committed = sink.committed_offsets()
+    committed, progress_ids = sink.committed_progress()
     # What an earlier run made visible is emitted: an idle partition is not an open one.
     reporter.emitted_before(committed)
-    starting = plan_start(
-        spark, config, committed, topic_ids, partitions, sink.progress_topic_ids()
-    )
+    starting = plan_start(spark, config, committed, topic_ids, partitions, progress_ids)
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))
     stop_requested = threading.Event()

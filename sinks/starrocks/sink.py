@@ -643,20 +643,31 @@ class StarRocksSink(Sink):
             raise SinkTerminalError(msg, tables=others)
 
     def committed_offsets(self) -> dict[tuple[str, int], int]:
-        """This pipeline's progress rows: ``(topic, partition) -> last_offset`` (driver).
+        """This pipeline's progress rows: ``(topic, partition) -> last_offset`` (driver)."""
+        return self.committed_progress()[0]
+
+    def committed_progress(
+        self,
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        """This pipeline's progress rows: their ``last_offset``, and their topic id (driver).
 
         The last source offset whose transaction is visible (or dead-lettered) in StarRocks,
-        committed in the same transaction as the rows themselves.
+        committed in the same transaction as the rows themselves; and the Kafka topic id it
+        was written under, where the row has one (not before the column, or
+        :meth:`set_topic_ids`).
         """
         cfg = self.config
         with StarRocksSql(cfg) as sql:
             rows = sql.query(
                 # Identifiers are validated plain names (config.py); the value is bound.
-                f"SELECT topic, kafka_partition, last_offset FROM `{cfg.database}`."  # noqa: S608
-                f"`{cfg.progress_table}` WHERE pipeline = %s",
+                f"SELECT topic, kafka_partition, last_offset"  # noqa: S608
+                f"{', topic_id' if self._topic_ids is not None else ''} FROM "
+                f"`{cfg.database}`.`{cfg.progress_table}` WHERE pipeline = %s",
                 (cfg.pipeline_name,),
             )
-        return {(str(t), int(p)): int(o) for t, p, o in rows if o is not None}
+        offsets = {(str(r[0]), int(r[1])): int(r[2]) for r in rows if r[2] is not None}
+        ids = {(str(r[0]), int(r[1])): str(r[3]) for r in rows if len(r) > 3 and r[3]}
+        return offsets, ids
 
     def set_topic_ids(self, topic_ids: Mapping[str, str]) -> None:
         """Each subscribed topic's Kafka topic id, written with its progress rows (driver).
@@ -666,23 +677,6 @@ class StarRocksSink(Sink):
         """
         if self._topic_ids is not None:
             self._topic_ids = dict(topic_ids)
-
-    def progress_topic_ids(self) -> dict[tuple[str, int], str]:
-        """The topic id each of this pipeline's progress rows was written under (driver).
-
-        Rows written before the column, or by a sink that did not know the id, have none.
-        """
-        cfg = self.config
-        if self._topic_ids is None:
-            return {}
-        with StarRocksSql(cfg) as sql:
-            rows = sql.query(
-                # Identifiers are validated plain names (config.py); the value is bound.
-                f"SELECT topic, kafka_partition, topic_id FROM `{cfg.database}`."  # noqa: S608
-                f"`{cfg.progress_table}` WHERE pipeline = %s",
-                (cfg.pipeline_name,),
-            )
-        return {(str(t), int(p)): str(i) for t, p, i in rows if i}
 
     def _progress_labels(self, batch_id: int) -> list[str]:
         """The labels this pipeline's progress rows of ``batch_id`` hold (driver).

@@ -20,7 +20,7 @@ def test_progress_rows_carry_the_topic_id(sr: Any, spark: Any) -> None:
     sink.set_topic_ids({"cdc": "AAAAAAAAAAAAAAAAAAAAAA"})
     rows = order_txn(1, txn_seq=1, offset=10) + order_txn(2, partition=1, txn_seq=1, offset=3)
     assert sink.write_batch(batch(spark, rows), 0).outcome is Outcome.COMMITTED
-    assert sink.progress_topic_ids() == {
+    assert sink.committed_progress()[1] == {
         ("cdc", 0): "AAAAAAAAAAAAAAAAAAAAAA",
         ("cdc", 1): "AAAAAAAAAAAAAAAAAAAAAA",
     }
@@ -43,4 +43,4 @@ def test_a_progress_table_from_before_the_column_still_takes_progress_rows(
     sink.set_topic_ids({"cdc": "AAAAAAAAAAAAAAAAAAAAAA"})
     assert sink.write_batch(batch(spark, order_txn(1, offset=10)), 0).outcome is Outcome.COMMITTED
     assert sink.committed_offsets() == {("cdc", 0): 14}
-    assert sink.progress_topic_ids() == {}
+    assert sink.committed_progress()[1] == {}

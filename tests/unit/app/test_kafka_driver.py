@@ -12,33 +12,19 @@ from confluent_kafka.admin import AdminClient
 from app.config import load_config
 from app.kafka_driver import driver_kafka
 from app.preflight import PreflightError, _admin, check_kafka
+from tests.unit.app.test_config import BASE
 
 pytestmark = pytest.mark.unit
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-BASE = """
-pipeline:
-  name: demo
-  checkpoint-location: /tmp/ck
-source:
-  bootstrap-servers: 127.0.0.1:1
-  topics: cdc.orders
-starrocks:
-  load-url: 127.0.0.1:8030
-  jdbc-url: jdbc:mysql://127.0.0.1:9030
-  database-name: demo
-  table-name: orders
-  username: root
-  sink:
-    label-prefix: demo
-"""
 
 
 @pytest.fixture
 def conf_file(tmp_path: Path) -> Path:
     path = tmp_path / "conf.yaml"
-    path.write_text(BASE)
+    # A port nothing listens on: the driver's checks fail to connect.
+    path.write_text(BASE.replace("127.0.0.1:9092", "127.0.0.1:1"))
     return path
 
 

@@ -10,6 +10,7 @@ import pytest
 from app.config import load_config
 from app.main import fit_txn_bytes
 from app.memory import ExecutorHeap, executor_heap, parse_jvm_memory, txn_bytes_budget
+from tests.unit.app.test_config import BASE
 
 pytestmark = pytest.mark.unit
 
@@ -78,25 +79,7 @@ def test_local_cluster_has_its_workers_executors_of_executor_memory() -> None:
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
     path = tmp_path / "conf.yaml"
-    path.write_text(
-        """
-pipeline:
-  name: demo
-  checkpoint-location: /tmp/ck
-source:
-  bootstrap-servers: 127.0.0.1:9092
-  topics: cdc.orders
-starrocks:
-  load-url: 127.0.0.1:8030
-  jdbc-url: jdbc:mysql://127.0.0.1:9030
-  database-name: demo
-  table-name: orders
-  username: root
-  password: pw
-  sink:
-    label-prefix: demo
-"""
-    )
+    path.write_text(BASE)
     return path
 
 

@@ -8,7 +8,7 @@ timeout deadline to a processing-time timeout. All decisions are the core's.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import repeat
@@ -169,7 +169,7 @@ class AssembleSlot(_Assembling):
             if self._timeouts and step.timeout_at_ms is not None:
                 # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
                 state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-            frames = list(emit(step.outputs, self._load))
+            frames = list(emit(step.outputs, self._load, step.status))
             # Freed while the collector is off; else its first allocation after this block
             # would walk them all (0.2 µs a record, benchmarks.hot_paths).
             del records, step
@@ -195,14 +195,19 @@ def paused_gc() -> Iterator[None]:
         gc.enable()
 
 
-def emit(outputs: list[Any], load: LoadInTask | None) -> Iterator[pd.DataFrame]:
-    """A group's output rows as one frame, or, with ``load``, loaded and reported."""
-    if not outputs:
+def emit(
+    outputs: list[Any], load: LoadInTask | None, status: Sequence[Any] = ()
+) -> Iterator[pd.DataFrame]:
+    """A group's output rows as one frame, or, with ``load``, loaded and reported.
+
+    ``status``: the group's STATUS rows (what its partitions hold open), counted, never loaded.
+    """
+    if not outputs and not status:
         return
     if load is None:
-        yield pd.DataFrame(outputs, columns=OUTPUT_COLUMNS)
+        yield pd.DataFrame([*outputs, *status] if status else outputs, columns=OUTPUT_COLUMNS)
         return
-    reports = load(outputs)
+    reports = load(outputs, status)
     if reports:
         yield pd.DataFrame(reports, columns=REPORT_COLUMNS)
 
@@ -263,7 +268,7 @@ class AssembleGroup(_Assembling):
             # Processing-time timeouts take a duration; at least 1 ms, or Spark rejects it.
             state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
         # Output rows are named tuples in OUTPUT_FIELDS order.
-        yield from emit(step.outputs, self._load)
+        yield from emit(step.outputs, self._load, [step.state.open_status()])
 
 
 def _records(topic: str, partition: int, chunks: Iterator[pd.DataFrame]) -> Iterator[SourceRecord]:
@@ -335,6 +340,6 @@ class AssembleDebezium:
             state.update(step.state)
             if step.timeout_at_ms is not None:
                 state.setTimeoutDuration(max(1, step.timeout_at_ms - now_ms))
-            frames = list(emit(step.outputs, self._load))
+            frames = list(emit(step.outputs, self._load, step.status))
             del records, step  # freed while the collector is off (AssembleSlot)
         yield from frames

@@ -17,8 +17,8 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from app.progress import BatchStats
-from assembler.output import KIND_ROW, OUTPUT_FIELDS
+from app.progress import BatchStats, OpenTxn
+from assembler.output import KIND_ROW, KIND_STATUS, NONE_OPEN, OUTPUT_FIELDS
 from common.native import native_module
 from sinks.base import TargetStats, merge_target_stats
 
@@ -83,12 +83,16 @@ class BatchCounter:
         # Per key: [rows, last offset, its txn_id, smallest txn_id, txns, source times]. Lists,
         # not dicts, in the loop: it runs once per run of equal rows.
         groups: dict[tuple[Any, ...], list[Any]] = {}
+        status: list[dict[str, Any]] = []
         source_times = self.source_times
         # The rows of one transaction into one table are equal tuples (is_txn_end aside):
         # groupby compares them in C, so this loop runs about twice per transaction and table.
         for same, run in groupby(rows):
             topic, partition, database, table, kind, end, first, last, txn_id, reason, ts = same
             n = len(tuple(run))
+            if kind == KIND_STATUS:
+                status.append(_status_tally(topic, partition, txn_id, first, ts))
+                continue
             is_row = kind == KIND_ROW
             key: tuple[Any, ...]
             if is_row:
@@ -117,7 +121,7 @@ class BatchCounter:
                 group[4] += n
                 if source_times and ts is not None:
                     group[5].extend([ts] * n)
-        return [_tally_row(key, group) for key, group in groups.items()]
+        return [*(_tally_row(key, group) for key, group in groups.items()), *status]
 
 
 # Output-row positions of BatchCounter.columns, in that order.
@@ -145,6 +149,20 @@ def _tally_row(key: Sequence[Any], group: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _status_tally(
+    topic: str, partition: int, txn_id: str | None, first: int, opened_at_ms: int | None
+) -> dict[str, Any]:
+    """A STATUS row's tally row: no target, so no ``_ts_rows`` (the sink passes it by)."""
+    return {
+        "kind": KIND_STATUS,
+        "topic": topic,
+        "partition": partition,
+        "txn_id": txn_id,
+        "open_offset": first,
+        "opened_at_ms": opened_at_ms,
+    }
+
+
 def batch_stats(
     rows: Iterable[Mapping[str, Any]], batch_id: int, *, dead_letters_to_sink: bool
 ) -> tuple[BatchStats, list[TargetStats]]:
@@ -157,6 +175,11 @@ def batch_stats(
     targets = []
     rejected: set[tuple[str, int, int]] = set()
     for row in rows:
+        if row["kind"] == KIND_STATUS:
+            key = (str(row["topic"]), int(row["partition"]))
+            first, opened = int(row["open_offset"]), row["opened_at_ms"]
+            stats.status[key] = None if first == NONE_OPEN else OpenTxn(first, opened)
+            continue
         target = TargetStats.from_row(row)
         if row["kind"] == KIND_ROW:
             stats.rows += target.rows

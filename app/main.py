@@ -179,8 +179,6 @@ def _run_query(
     config = size_polls(config, partition_count, heap.size, heap.executors, heap.key)
     sink.set_topic_ids(topic_ids)
     committed, progress_ids = sink.committed_progress()
-    # What an earlier run made visible is emitted: an idle partition is not an open one.
-    reporter.emitted_before(committed)
     starting = plan_start(spark, config, committed, topic_ids, partitions, progress_ids)
     if starting is not None:
         config = replace(config, source=replace(config.source, starting_offsets=starting))

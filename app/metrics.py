@@ -132,7 +132,7 @@ class PipelineMetrics:
             self.visible_seconds.observe(max(0.0, now - source_ms / 1000))
 
     def on_open(self, open_since: Mapping[tuple[str, int], float | None]) -> None:
-        """When each partition's open transaction began (``None``: none open), from progress."""
+        """When each partition's open transaction began (``None``: none open), epoch seconds."""
         self.open_transactions.set(sum(since is not None for since in open_since.values()))
         for key, since in open_since.items():
             if key in self._open_since and self._open_since[key] == since:

@@ -40,7 +40,7 @@ from app.progress import BatchStats, ProgressListener, ProgressReporter
 from app.state_layout import plan_layout, session_state_partitions
 from app.task_load import LoadInTask
 from app.txn_limits import BatchLimits, TxnLimits, batch_limits, plan_limits
-from assembler.output import KIND_REJECT, KIND_ROW
+from assembler.output import KIND_REJECT, KIND_ROW, KIND_STATUS
 from sinks.base import Tally, TargetStats, count_batch
 from sinks.starrocks.filtered_rows import VIOLATION
 from sinks.starrocks.fit import fit_bytes, fit_payload_col
@@ -203,6 +203,8 @@ class BatchWriter:
             if not counter.dead_letters_to_sink:
                 _write_dead_letter_file(df, batch_id, self._config.dead_letter, self._config)
                 df = df.filter(F.col("kind") == F.lit(KIND_ROW))
+            else:
+                df = df.filter(F.col("kind") != F.lit(KIND_STATUS))  # counted, never loaded
             sink_started = time.monotonic()
             result = self._sink.write_batch(df, batch_id, targets)
             stats.sink_ms = (time.monotonic() - sink_started) * 1000

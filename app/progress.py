@@ -1,10 +1,13 @@
 """What a person watching the pipeline sees: one line per micro-batch, and totals.
 
-The batch writer (foreachBatch) knows what a batch emitted; Spark's progress event, which
-comes right after, knows what it consumed. The line is printed when both are known, from a
-``StreamingQueryListener``. Per partition at most one source transaction is open, so
-"open transactions" is the number of partitions whose consumed offsets run past the last
-record of the last transaction they emitted (or dead-lettered).
+The batch writer (foreachBatch) knows what a batch emitted, and which source transactions
+its partitions hold open (the assembler's STATUS rows, :func:`assembler.output.status_row`);
+Spark's progress event, which comes right after, knows what it consumed. The line is printed
+when both are known, from a ``StreamingQueryListener``.
+
+Open transactions come from the assembler's state, not from Kafka offsets: with a
+transactional producer upstream a partition's last offset is a commit marker that no consumer
+is handed, so a partition consumed to its end would look open for good.
 """
 
 from __future__ import annotations
@@ -14,8 +17,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.streaming.listener import (
     JStreamingQueryListener,
@@ -28,6 +30,14 @@ if TYPE_CHECKING:
     from app.metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
+
+
+class OpenTxn(NamedTuple):
+    """The source transaction a partition holds open: its first offset, and since when."""
+
+    first_offset: int
+    # Processing time (epoch ms) of the micro-batch that opened it, as txn-timeout counts.
+    opened_at_ms: int | None
 
 
 @dataclass
@@ -51,20 +61,22 @@ class BatchStats:
     rejects_by_reason: dict[str, int] = field(default_factory=dict)
     # source_ts_ms of each committed source transaction (for BEGIN -> visible latency).
     source_ts_ms: list[int] = field(default_factory=list)
+    # What the batch's assembling calls left open per partition they saw (None: nothing).
+    status: dict[tuple[str, int], OpenTxn | None] = field(default_factory=dict)
 
 
 class ProgressReporter:
-    """Keeps totals and per-partition emitted offsets; prints one line per batch."""
+    """Keeps totals and each partition's open transaction; prints one line per batch."""
 
     def __init__(self, enabled: bool, metrics: PipelineMetrics | None = None) -> None:
         self._enabled = enabled
         self._metrics = metrics
         self._lock = threading.Lock()
         self._pending: dict[int, BatchStats] = {}
-        self._emitted: dict[tuple[str, int], int] = {}
-        # Per open partition: (its last emitted offset, the start of the batch it was seen
-        # open in first with that offset).
-        self._open: dict[tuple[str, int], tuple[int, float]] = {}
+        # The last status the assembler gave each partition. A partition it has not spoken of
+        # since this process started counts as closed: a slot says its open transactions
+        # whenever it runs, so one open across a restart shows from its slot's next records.
+        self._open: dict[tuple[str, int], OpenTxn | None] = {}
         self._counted_through = -1
         self.batches = 0
         self.rows = 0
@@ -85,59 +97,20 @@ class ProgressReporter:
                 self.transactions += stats.transactions
                 self.rejected_records += stats.rejected_records
             self.last = stats
-            for key, offset in stats.emitted.items():
-                self._emitted[key] = max(offset, self._emitted.get(key, -1))
             self._pending[stats.batch_id] = stats
+            self._open.update(stats.status)
+            now = time.time()
+            open_since = {key: _since(txn, now) for key, txn in self._open.items()}
+            self.open_transactions = sum(since is not None for since in open_since.values())
         if self._metrics is not None:
             self._metrics.on_batch(stats)
+            self._metrics.on_open(open_since)
 
-    def _opened(self, key: tuple[str, int], end: int, started: float) -> float | None:
-        """When the transaction open in ``key`` now began, or ``None`` when none is open.
-
-        Open: consumed past its last emitted record. A partition first seen open, or open
-        again after emitting since it was last seen (its transaction ended, another began),
-        has a transaction begun in this batch: its start, as ``txn-timeout`` counts from
-        the batch that applied the BEGIN.
-        """
-        emitted = self._emitted.get(key, -1)
-        if end - 1 <= emitted:
-            self._open.pop(key, None)
-            return None
-        seen = self._open.get(key)
-        if seen is None or seen[0] != emitted:
-            seen = self._open[key] = (emitted, started)
-        return seen[1]
-
-    def emitted_before(self, offsets: dict[tuple[str, int], int]) -> None:
-        """Offsets an earlier run emitted (the sink's progress rows), read at start (driver).
-
-        Without them, after a restart every partition that had data would count as open
-        until it emits again: an idle one, or one whose batch was a replay, never would.
-        """
-        with self._lock:
-            for key, offset in offsets.items():
-                self._emitted[key] = max(offset, self._emitted.get(key, -1))
-
-    def on_progress(
-        self,
-        batch_id: int,
-        input_rows: int,
-        end_offsets: dict[str, Any],
-        started_s: float | None = None,
-    ) -> None:
-        """Spark's progress for ``batch_id`` (begun at ``started_s``): print the batch's line."""
-        started = time.time() if started_s is None else started_s
+    def on_progress(self, batch_id: int, input_rows: int) -> None:
+        """Spark's progress for ``batch_id``: print the batch's line."""
         with self._lock:
             stats = self._pending.pop(batch_id, None)
-            open_since = {
-                (topic, int(partition)): self._opened((topic, int(partition)), int(end), started)
-                for topic, partitions in end_offsets.items()
-                for partition, end in partitions.items()
-            }
-            self.open_transactions = sum(since is not None for since in open_since.values())
             open_txns = self.open_transactions
-        if self._metrics is not None:
-            self._metrics.on_open(open_since)
         if not self._enabled or stats is None:
             return
         if input_rows == 0 and stats.rows == 0 and stats.rejected_records == 0:
@@ -154,12 +127,11 @@ class ProgressReporter:
         )
 
 
-def _epoch_s(timestamp: str | None) -> float | None:
-    """A progress event's ``timestamp`` (its trigger's start, ISO 8601 UTC) in epoch seconds."""
-    try:
-        return datetime.fromisoformat(timestamp or "").timestamp()
-    except ValueError:
+def _since(txn: OpenTxn | None, now: float) -> float | None:
+    """When ``txn`` was opened, in epoch seconds (``now`` if the state kept no time)."""
+    if txn is None:
         return None
+    return now if txn.opened_at_ms is None else txn.opened_at_ms / 1000
 
 
 class _JsonProgressBridge(JStreamingQueryListener):
@@ -203,17 +175,6 @@ class ProgressListener(StreamingQueryListener):
         progress = event.progress
         if progress.name != self._query_name:
             return
-        ends: dict[str, Any] = {}
-        for source in progress.sources:
-            try:
-                offsets = json.loads(source.endOffset or "{}")
-            except (TypeError, ValueError):
-                offsets = None
-            # Kafka-style {"topic": {"partition": offset}}; other sources are not counted.
-            if isinstance(offsets, dict):
-                ends.update({t: p for t, p in offsets.items() if isinstance(p, dict)})
-            else:
-                log.debug("progress: endOffset not per partition: %s", source.endOffset)
         # Where a batch's time went (Spark's own phases: latestOffset, addBatch = ours,
         # walCommit, commitOffsets, ...): the first thing to read when latency is high.
         durations = dict(progress.durationMs or {})
@@ -223,9 +184,7 @@ class ProgressListener(StreamingQueryListener):
             progress.batchId,
             " ".join(f"{k}_ms={v}" for k, v in sorted(durations.items())),
         )
-        self._reporter.on_progress(
-            progress.batchId, int(progress.numInputRows), ends, _epoch_s(progress.timestamp)
-        )
+        self._reporter.on_progress(progress.batchId, int(progress.numInputRows))
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """Nothing new to read."""

@@ -50,14 +50,22 @@ class LoadInTask:
     database: str
     dead_letter_table: str
 
-    def __call__(self, outputs: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-        """Load ``outputs`` (rows of ``OUTPUT_FIELDS``); the report rows."""
+    def __call__(
+        self, outputs: Sequence[Sequence[Any]], status: Sequence[Sequence[Any]] = ()
+    ) -> list[dict[str, Any]]:
+        """Load ``outputs`` (rows of ``OUTPUT_FIELDS``); the report rows.
+
+        ``status``: the group's STATUS rows, counted and never loaded.
+        """
         rows = [out if out[_KIND] != KIND_REJECT else self.sink_row(out) for out in outputs]
         # The getters run in C, once per row: this runs once per record of the batch.
         loads = list(map(_LOADED, rows))
         # Stable: each partition's rows keep the assembler's (txn_seq, row_seq) order.
         loads.sort(key=_BY_TABLE)
-        return self.loader(loads, self.counter.count_outputs(rows))
+        tally = self.counter.count_outputs(rows)
+        if status:
+            tally += self.counter.count_outputs(status)
+        return self.loader(loads, tally)
 
     def sink_row(self, out: Sequence[Any]) -> tuple[Any, ...]:
         """A REJECT output row aimed at the dead-letter table (``to_sink_rows`` in Spark)."""

@@ -66,7 +66,7 @@ import orjson
 
 from assembler.exceptions import AssemblerError
 from assembler.machine import raw_value_text
-from assembler.output import KIND_REJECT, KIND_ROW, OutputRow
+from assembler.output import KIND_REJECT, KIND_ROW, NONE_OPEN, OutputRow, status_row
 from assembler.records import SourceRecord
 from assembler.settings import AssemblerSettings, Policy, Violation, _parse_policy
 from common.errors import ConfigError, Terminal
@@ -318,6 +318,9 @@ class DebeziumStep:
     outputs: list[OutputRow]
     state: tuple[Any, ...]
     timeout_at_ms: int | None
+    # A STATUS row per topic partition the source has read: open while it holds events of a
+    # transaction not yet emitted (for the metrics; assembler.output.status_row).
+    status: list[OutputRow] = field(default_factory=list)
 
 
 # A buffered data event: [topic, partition, offset, collection, op, database, table, row,
@@ -1486,4 +1489,18 @@ class _Run:
             if (kept := {k: at for k, at in keys.items() if k in pending})
         }
         state = (DEBEZIUM_STATE_VERSION, _dump(self.st))
-        return DebeziumStep(self.out, state, self.next_deadline())
+        return DebeziumStep(self.out, state, self.next_deadline(), self.status())
+
+    def status(self) -> list[OutputRow]:
+        """A STATUS row per topic partition read: the oldest transaction it holds events of."""
+        rows = []
+        for tp in self.st["offsets"]:
+            topic, _, partition = tp.rpartition("\x00")
+            waiting = self.st["open"].get(tp)
+            if not waiting:
+                rows.append(status_row(topic, int(partition), None, NONE_OPEN, None))
+                continue
+            key = min(waiting, key=waiting.__getitem__)
+            since = min(self.st["pending"][k]["since"] for k in waiting)
+            rows.append(status_row(topic, int(partition), key, waiting[key], since))
+        return rows

@@ -6,6 +6,10 @@ from typing import Any, NamedTuple
 
 KIND_ROW = "ROW"
 KIND_REJECT = "REJECT"
+#: What a partition holds open at the end of a call (metrics only: never loaded).
+KIND_STATUS = "STATUS"
+#: A STATUS row's ``first_offset`` when no transaction is open in its partition.
+NONE_OPEN = -1
 
 OUTPUT_FIELDS: tuple[tuple[str, str], ...] = (
     ("kind", "string"),
@@ -42,6 +46,11 @@ class OutputRow(NamedTuple):
     REJECT: one source record of a rejected transaction (or a lone bad record); ``txn_seq`` is
     ``None``, ``first_offset`` is the first offset of the rejected transaction and
     ``last_offset`` the offset of this record; ``reason`` starts with the violation name.
+
+    STATUS (:func:`status_row`): whether a transaction is open in the partition once the call
+    is done, for the metrics; no target, never loaded. ``first_offset`` is the open
+    transaction's first offset (:data:`NONE_OPEN`: none), ``source_ts_ms`` the processing time
+    of the batch that opened it (as ``txn-timeout`` counts), ``txn_id`` its id.
     """
 
     kind: str
@@ -63,3 +72,32 @@ class OutputRow(NamedTuple):
     def as_tuple(self) -> tuple[Any, ...]:
         """The row as a plain tuple in :data:`OUTPUT_FIELDS` order (it already is one)."""
         return tuple(self)
+
+
+def status_row(
+    topic: str, partition: int, txn_id: str | None, first_offset: int, opened_at_ms: int | None
+) -> OutputRow:
+    """A STATUS row: the transaction open in a partition (``first_offset`` :data:`NONE_OPEN`: none).
+
+    Output of the Kafka-side transaction state, not of any Kafka offset: with a transactional
+    producer a partition's last offset is a commit marker no consumer sees, so "consumed past
+    the last emitted record" cannot tell an open transaction from a finished one.
+    """
+    none = first_offset == NONE_OPEN
+    return OutputRow(
+        KIND_STATUS,
+        topic,
+        partition,
+        None if none else txn_id,
+        None,
+        0,
+        None,
+        None,
+        None,
+        None,
+        False,
+        first_offset,
+        NONE_OPEN,
+        None if none else opened_at_ms,
+        None,
+    )

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from assembler.machine import TransactionAssembler
-from assembler.output import OutputRow
+from assembler.output import OutputRow, status_row
 from assembler.records import SourceRecord
-from assembler.state import STATE_VERSION, PartitionState, StateError
+from assembler.state import NO_TS, STATE_VERSION, PartitionState, StateError
 
 SLOT_STATE_VERSION = 1
 """Bumped whenever the slot state's layout changes (the entry layout, or ``STATE_VERSION``)."""
@@ -47,6 +47,7 @@ SLOT_STATE_FIELDS: tuple[tuple[str, str], ...] = (
 _ENTRY = struct.Struct(">iq8qBHIII")
 _STATUS = ("IDLE", "OPEN", "REJECTING")
 _STATUS_CODE = {name: code for code, name in enumerate(_STATUS)}
+_OPEN = _STATUS_CODE["OPEN"]
 _NO_DEADLINE = -1
 
 Key = tuple[str, int]
@@ -63,12 +64,15 @@ class SlotStep:
         entries: the slot's new state (:func:`encode`).
         timeout_at_ms: the earliest deadline of an open transaction in the slot; ``None``
             when none is open.
+        status: a STATUS row for each partition the call processed and each quiet one with a
+            transaction open (for the metrics; :func:`assembler.output.status_row`).
     """
 
     outputs: list[OutputRow]
     partitions: int
     entries: bytes
     timeout_at_ms: int | None
+    status: list[OutputRow] = field(default_factory=list)
 
 
 class SlotAssembler:
@@ -112,6 +116,7 @@ class SlotAssembler:
             else:
                 batch.append(rec)
         outputs: list[OutputRow] = []
+        status: list[OutputRow] = []
         parts: list[bytes] = []
         deadlines: list[int] = []
         keys = stored.keys() | by_key.keys()
@@ -127,8 +132,11 @@ class SlotAssembler:
                 if known is not None:  # quiet and not overdue: its bytes, unchanged
                     parts.append(value[known.start : known.end])
                     deadlines.append(known.deadline)
+                    if known.header[10] == _OPEN:  # said every call: the driver may be new
+                        status.append(_open_status(value, key, known))
                 continue
             outputs.extend(step.outputs)
+            status.append(step.state.open_status())
             deadline = _NO_DEADLINE if step.timeout_at_ms is None else step.timeout_at_ms
             parts += _entry_parts(step.state, deadline)
             deadlines.append(deadline)
@@ -138,6 +146,7 @@ class SlotAssembler:
             partitions=len(keys),
             entries=b"".join(parts),
             timeout_at_ms=min(open_ones) if open_ones else None,
+            status=status,
         )
 
 
@@ -220,6 +229,15 @@ def _entry_state(entries: bytes, entry: Entry) -> PartitionState:
     row = [STATE_VERSION, topic, entry.partition, last_offset, txn_seq, _STATUS[status]]
     row += [txn_id, first, opened, begin, last_ts, rows, nbytes, texts[3], reason]
     return PartitionState.from_tuple(row)
+
+
+def _open_status(entries: bytes, key: Key, entry: Entry) -> OutputRow:
+    """The STATUS row of a quiet partition with a transaction open, from its entry's header."""
+    fields = entry.header
+    at = entry.start + _ENTRY.size + fields[11]
+    txn_id = entries[at : at + fields[12]].decode(errors="replace") or None
+    opened = fields[5]
+    return status_row(key[0], key[1], txn_id, fields[4], None if opened == NO_TS else opened)
 
 
 def _entry_parts(st: PartitionState, deadline: int) -> list[bytes]:

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from assembler.exceptions import AssemblerError
+from assembler.output import NONE_OPEN, OutputRow, status_row
 
 STATE_VERSION = 1
 """Bumped whenever the tuple layout or the buffer encoding changes."""
@@ -38,7 +39,7 @@ STATE_FIELDS: tuple[tuple[str, str], ...] = (
 """(name, Spark DDL type) of the state; only scalars, STRING and BINARY (no ARRAY/MAP)."""
 
 _NO_OFFSET = -1
-_NO_TS = -(2**63)  # Long.MIN_VALUE: no real epoch-ms timestamp
+NO_TS = -(2**63)  # Long.MIN_VALUE: no real epoch-ms timestamp
 
 
 def state_ddl() -> str:
@@ -97,6 +98,14 @@ class PartitionState:
     txn_buffer: bytes = b""
     reject_reason: str | None = None
 
+    def open_status(self) -> OutputRow:
+        """The partition's STATUS row: its open transaction, if one is (a rejecting one is not)."""
+        if self.status is not TxnStatus.OPEN:
+            return status_row(self.topic, self.partition, None, NONE_OPEN, None)
+        return status_row(
+            self.topic, self.partition, self.txn_id, self.txn_first_offset, self.txn_opened_at_ms
+        )
+
     def to_tuple(
         self,
     ) -> tuple[int, str, int, int, int, str, str, int, int, int, int, int, int, bytes, str]:
@@ -110,9 +119,9 @@ class PartitionState:
             self.status.value,
             self.txn_id or "",
             self.txn_first_offset,
-            _NO_TS if self.txn_opened_at_ms is None else self.txn_opened_at_ms,
-            _NO_TS if self.txn_begin_ts_ms is None else self.txn_begin_ts_ms,
-            _NO_TS if self.txn_last_ts_ms is None else self.txn_last_ts_ms,
+            NO_TS if self.txn_opened_at_ms is None else self.txn_opened_at_ms,
+            NO_TS if self.txn_begin_ts_ms is None else self.txn_begin_ts_ms,
+            NO_TS if self.txn_last_ts_ms is None else self.txn_last_ts_ms,
             self.txn_rows,
             self.txn_bytes,
             bytes(self.txn_buffer),
@@ -137,7 +146,7 @@ class PartitionState:
             raise StateError(msg)
 
         def ts(v: Any) -> int | None:
-            return None if v is None or v == _NO_TS else int(v)
+            return None if v is None or v == NO_TS else int(v)
 
         try:
             return cls(

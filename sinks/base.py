@@ -117,7 +117,9 @@ class Tally(Protocol):
     with the same key from different calls or tasks are summed by whoever reads them.
     Every row carries :data:`TARGET_STATS_KEYS` and the ``_ts_`` columns of
     :func:`target_stats_aggregates` (``_ts_last_offset`` ``None`` when no row had one),
-    plus whatever else its caller counts.
+    plus whatever else its caller counts; a row without ``_ts_rows`` is its caller's alone
+    (the assembler's STATUS rows), passed back and no target. Input rows without a ``table``
+    are counted, never loaded.
     """
 
     @property

@@ -327,9 +327,13 @@ def rerun_report(task: str, attempt: int, batch_id: int) -> TableReport:
 def _counting(
     batches: Iterator[pa.RecordBatch], tally: Tally, counted: list[dict[str, Any]]
 ) -> Iterator[pa.RecordBatch]:
+    """Each batch counted, then its rows that have a table (the others are only counted)."""
+    import pyarrow.compute as pc
+
     for batch in batches:
         counted.extend(tally(batch))
-        yield batch
+        tables = batch.column("table")
+        yield batch if tables.null_count == 0 else batch.filter(pc.is_valid(tables))
 
 
 def _blocks(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:

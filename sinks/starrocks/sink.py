@@ -815,7 +815,9 @@ class SparkLoadJob:
             sc.removeJobTag(tag)
         if self._tally is not None:
             self.tally_rows = tuple(decode_tally(r["tally"] for r in rows))
-            self.targets = merge_target_stats(TargetStats.from_row(r) for r in self.tally_rows)
+            self.targets = merge_target_stats(
+                TargetStats.from_row(r) for r in self.tally_rows if "_ts_rows" in r
+            )
         reports = parse_reports(r for r in rows if r["tally"] is None)
         rerun = rerun_stages(sc.statusTracker(), tagged_job_ids(sc, tag))
         if rerun:

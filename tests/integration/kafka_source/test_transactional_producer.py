@@ -57,3 +57,33 @@ def test_records_of_aborted_kafka_transactions_are_never_read(
     assert orders(emulator) == [1, 2, 3]
     assert emulator.sql("SELECT COUNT(*) FROM demo._cdc_dead_letter") == [(0,)]
     assert sum(s.rejected_records for s in recorder.seen) == 0
+
+
+def test_a_partition_that_ends_on_a_commit_marker_holds_no_open_transaction(
+    spark: Any,
+    kafka_broker: KafkaBroker | ExternalBroker,
+    starrocks_emulator: EmulatorHandle,
+    tmp_path: Path,
+) -> None:
+    """Spark reads such a partition to the offset after the marker, which no consumer is
+    handed: counting "consumed past the last emitted record" as open, the pipeline showed a
+    transaction open there for good (``cdc_open_transactions``, the progress line)."""
+    emulator = starrocks_emulator
+    bootstrap = kafka_broker.bootstrap
+    topic = f"txnopen-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-producer"})
+    producer.init_transactions(30)
+    write(producer, topic, order_txn(1), commit=True)
+    write(producer, topic, order_txn(2), commit=True)
+    config = topic_config(emulator, bootstrap, topic, tmp_path / "ck")
+
+    first = run_available(spark, config)
+    assert orders(emulator) == [1, 2]
+    assert first.open_transactions == 0
+
+    # A source transaction whose END is not written yet, in a committed Kafka transaction.
+    write(producer, topic, order_txn(3, end=False), commit=True)
+    second = run_available(spark, config)
+    assert orders(emulator) == [1, 2]
+    assert second.open_transactions == 1

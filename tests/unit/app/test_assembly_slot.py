@@ -64,14 +64,26 @@ def test_a_transaction_spanning_calls_is_emitted_whole_from_the_stored_slot() ->
     fn = AssembleSlot(AssemblerSettings(txn_timeout_ms=5_000))
     state = FakeState()
     first = chunk((0, 0, begin("a")), (0, 1, data("a", 1)), (1, 0, begin("b")))
-    assert list(fn((7,), iter([first]), state)) == []  # type: ignore[arg-type]
+    # Nothing to emit; the status rows say what each partition holds open, and since when.
+    [status] = list(fn((7,), iter([first]), state))  # type: ignore[arg-type]
+    assert set(status["kind"]) == {"STATUS"}
+    assert sorted(
+        zip(status["partition"], status["first_offset"], status["txn_id"], strict=True)
+    ) == [(0, 0, "a"), (1, 0, "b")]
+    assert set(status["source_ts_ms"]) == {NOW}
     assert state.stored is not None
     assert state.stored[:2] == (SLOT_STATE_VERSION, 2)
     assert state.timeout == 5_000
     second = chunk((0, 2, end("a", 1)), (1, 1, data("b", 2)), (1, 2, end("b", 1)))
     state.timeout = None
     out: pd.DataFrame = pd.concat(list(fn((7,), iter([second]), state)))  # type: ignore[arg-type]
-    assert sorted(zip(out["partition"], out["txn_id"], strict=True)) == [(0, "a"), (1, "b")]
+    rows = out[out["kind"] == "ROW"]
+    assert sorted(zip(rows["partition"], rows["txn_id"], strict=True)) == [(0, "a"), (1, "b")]
+    closed = out[out["kind"] == "STATUS"]
+    assert sorted(zip(closed["partition"], closed["first_offset"], strict=True)) == [
+        (0, -1),
+        (1, -1),
+    ]
     assert state.timeout is None, "nothing is open: no timeout is set"
 
 
@@ -81,14 +93,16 @@ def test_without_spark_timeouts_the_slot_sets_none_and_keeps_that_when_pickled()
         pickle.dumps(AssembleSlot(AssemblerSettings(txn_timeout_ms=5), False))
     )
     state = FakeState()
-    assert list(fn((7,), iter([chunk((0, 0, begin("a")))]), state)) == []  # type: ignore[arg-type]
+    [status] = list(fn((7,), iter([chunk((0, 0, begin("a")))]), state))  # type: ignore[arg-type]
+    assert list(status["kind"]) == ["STATUS"]
     assert state.timeout is None
     # Overdue and quiet: still rejected, in the next call that gives the slot records.
     state.now = NOW + 10
     later = chunk((1, 0, begin("b")))
     out: pd.DataFrame = pd.concat(list(fn((7,), iter([later]), state)))  # type: ignore[arg-type]
-    assert set(out["txn_id"]) == {"a"}
-    assert set(out["kind"]) == {"REJECT"}
+    rejected = out[out["kind"] != "STATUS"]
+    assert set(rejected["txn_id"]) == {"a"}
+    assert set(rejected["kind"]) == {"REJECT"}
 
 
 def test_a_slot_state_of_another_version_is_refused_naming_the_slot() -> None:
@@ -128,6 +142,6 @@ def test_a_batch_leaves_the_collector_nothing_to_walk() -> None:
             frames = list(fn((0,), iter([batch]), FakeState()))  # type: ignore[arg-type]
         finally:
             gc.callbacks.remove(seen)
-        assert sum(len(f) for f in frames) == 300 * 8
+        assert sum(len(f) for f in frames) == 300 * 8 + 1  # and one STATUS row
         quiet += not collections
     assert quiet > 0, "the collector ran after every batch"

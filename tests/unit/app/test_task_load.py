@@ -9,9 +9,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from app.batch_count import BatchCounter
+from app.batch_count import BatchCounter, batch_stats
+from app.progress import OpenTxn
 from app.task_load import LoadInTask
-from assembler.output import OutputRow
+from assembler.output import NONE_OPEN, OutputRow, status_row
 
 pytestmark = pytest.mark.unit
 
@@ -162,3 +163,21 @@ def test_a_payload_longer_than_its_column_is_cut_and_its_reason_says_so() -> Non
     assert letter["reason"].startswith("[payload cut to 1048576 of 1200000 bytes] undecodable")
     small = dead_letter(out("REJECT", 0, "t", 0, None, row="é" * 10))
     assert small["reason"] == "undecodable: not JSON"
+
+
+def test_status_rows_are_counted_as_the_other_path_counts_them_and_never_loaded() -> None:
+    loader = Loader()
+    status = [status_row("cdc", 0, "a", 10, 5), status_row("cdc", 1, None, NONE_OPEN, None)]
+    load_in_task(loader)(OUTPUTS, status)
+    ((rows, tally),) = loader.calls
+    assert len(rows) == len(OUTPUTS)
+    counter = BatchCounter(dead_letters_to_sink=True, source_times=True)
+    spark_path = counter(
+        pa.RecordBatch.from_pylist(
+            [{name: getattr(s, name) for name in BatchCounter.columns} for s in status]
+        )
+    )
+    assert [t for t in tally if t["kind"] == "STATUS"] == spark_path
+    stats, targets = batch_stats(tally, 3, dead_letters_to_sink=True)
+    assert stats.status == {("cdc", 0): OpenTxn(10, 5), ("cdc", 1): None}
+    assert {t.table for t in targets} == {"orders", "order_items", "_cdc_dead_letter"}

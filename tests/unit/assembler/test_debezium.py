@@ -78,6 +78,33 @@ def test_whole_transaction_in_total_order_once_end_and_counts_are_met() -> None:
     assert step.timeout_at_ms is None
 
 
+def test_status_says_which_partitions_hold_events_of_a_transaction_not_yet_emitted() -> None:
+    src = Source()
+    asm = DebeziumAssembler(settings())
+    b, o, i1, i2, e = order_txn(src, 700, 100, 1)
+    step = asm.process(None, [b, o, i1], 5_000)
+    status = {(r.topic, r.partition): r for r in step.status}
+    assert {r.kind for r in step.status} == {"STATUS"}
+    # The orders and items partitions wait for the END; the transaction topic holds no event.
+    assert (status[(ORDERS, 0)].first_offset, status[(ORDERS, 0)].txn_id) == (o.offset, "700")
+    assert (status[(ITEMS, 0)].first_offset, status[(ITEMS, 0)].source_ts_ms) == (i1.offset, 5_000)
+    assert status[(TXN_TOPIC, 0)].first_offset == -1
+    # A later call that touches only the items topic still says the orders partition is open.
+    step = asm.process(step.state, [i2], 6_000)
+    assert {(r.topic, r.first_offset) for r in step.status} == {
+        (ORDERS, o.offset),
+        (ITEMS, i1.offset),
+        (TXN_TOPIC, -1),
+    }
+    step = asm.process(step.state, [e], 7_000)
+    assert len(rows(step.outputs)) == 3
+    assert {(r.topic, r.first_offset) for r in step.status} == {
+        (ORDERS, -1),
+        (ITEMS, -1),
+        (TXN_TOPIC, -1),
+    }
+
+
 def test_commit_order_is_end_order_even_when_a_later_transaction_completes_first() -> None:
     src = Source()
     asm = DebeziumAssembler(settings())

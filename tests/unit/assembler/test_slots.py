@@ -51,6 +51,7 @@ def test_a_slot_behaves_like_one_group_per_partition(data: st.DataObject) -> Non
         now += data.draw(st.sampled_from([0, 1, 400, TIMEOUT_MS, 3 * TIMEOUT_MS]))
         batch = []
         expected: list[OutputRow] = []
+        processed: set[int] = set()
         for p in parts:
             lo, hi = pieces[p.number][b] if b < len(pieces[p.number]) else (0, 0)
             recs = p.records[lo:hi]
@@ -63,6 +64,7 @@ def test_a_slot_behaves_like_one_group_per_partition(data: st.DataObject) -> Non
             else:
                 continue
             expected += step.outputs
+            processed.add(p.number)
             groups[p.number] = (roundtrip(step.state), step.timeout_at_ms)
         rnd.shuffle(batch)
         got = slot.process(entries, batch, now)
@@ -73,6 +75,15 @@ def test_a_slot_behaves_like_one_group_per_partition(data: st.DataObject) -> Non
         deadlines = [d for _, d in groups.values() if d is not None]
         assert got.timeout_at_ms == (min(deadlines) if deadlines else None)
         assert got.partitions == len(groups)
+        # A STATUS row for each partition processed, and for each quiet one holding a
+        # transaction open (read from its entry's header): what its state says.
+        status = {(r.topic, r.partition): r for r in got.status}
+        assert len(status) == len(got.status)
+        assert status == {
+            (state.topic, number): state.open_status()
+            for number, (state, _) in groups.items()
+            if number in processed or state.status is TxnStatus.OPEN
+        }
 
 
 def test_a_quiet_partitions_overdue_transaction_expires_while_another_has_records() -> None:

@@ -63,9 +63,14 @@ def test_transactions_across_topics_and_batches_come_out_whole(
         .load()
     )
     batches: list[list[dict[str, Any]]] = []
+    status: dict[tuple[str, int], tuple[int, str | None]] = {}
 
     def collect(df: Any, batch_id: int) -> None:
         got = [r.asDict() for r in df.collect()]
+        for r in got:
+            if r["kind"] == "STATUS":
+                status[(r["topic"], r["partition"])] = (r["first_offset"], r["txn_id"])
+        got = [r for r in got if r["kind"] != "STATUS"]
         if got:
             batches.append(got)
 
@@ -85,6 +90,8 @@ def test_transactions_across_topics_and_batches_come_out_whole(
         # batches, so it would never return (DESIGN.md §7). Count input rows instead.
         wait_for_input(query, 6, 180)
         assert batches == []
+        # The orders partition holds both transactions' changes, 900's first (offset 0).
+        assert status == {(txn_topic, 0): (-1, None), (orders, 0): (0, "900")}
         send(items, "i1")
         wait_for_input(query, 7, 120)
         deadline = time.monotonic() + 30

@@ -134,3 +134,36 @@ def test_a_re_run_load_job_task_loads_nothing_and_fails_the_attempt(task, loads)
     assert loads == []
     assert report["error_kind"] == "transient"
     assert "a load task (task attempt 2) of batch 3" in report["error"]
+
+
+class _CountEveryRow:
+    """A tally that lists every row it is given (sinks.base.Tally)."""
+
+    columns = ("table", "kind")
+
+    def __call__(self, batch: Any) -> list[dict[str, Any]]:
+        return [{"kind": kind} for kind in batch.column("kind").to_pylist()]
+
+
+def test_the_load_job_counts_the_assemblers_status_rows_and_loads_only_rows_with_a_table(
+    task, loads
+) -> None:
+    import pyarrow as pa
+
+    from sinks.base import decode_tally
+    from sinks.starrocks.loader import LoadPlan
+
+    plan = LoadPlan(
+        StarRocksSinkConfig.from_options(OPTIONS), {"*": "cdc-q-3-0"}, True, 3, _CountEveryRow()
+    )
+    rows = [
+        {"table": None, "op": None, "row": None, "topic": "cdc", "partition": 0, "txn_id": "t2",
+         "kind": "STATUS"},
+        {"table": "orders", "op": "UPSERT", "row": '{"id":1}', "topic": "cdc", "partition": 0,
+         "txn_id": "t1", "kind": "ROW"},
+    ]  # fmt: skip
+    (batch,) = PartitionLoader(plan)(iter([pa.RecordBatch.from_pylist(rows)]))
+    ((_, loaded),) = loads
+    assert loaded == [("orders", "UPSERT", '{"id":1}', "cdc", 0, "t1")]
+    tally = [r["tally"] for r in batch.to_pylist() if r["tally"] is not None]
+    assert decode_tally(tally) == [{"kind": "STATUS"}, {"kind": "ROW"}]

@@ -189,6 +189,12 @@ def test_partitions_added_while_running_are_read_from_their_start(
     assert first['cdc_batches_total{outcome="committed"}'] >= 1
     assert first["cdc_begin_to_visible_seconds_count"] == 6
     assert first['cdc_last_committed_offset{partition="0",topic="cdc.growing"}'] == 8
+    assert first["cdc_open_transactions"] == 0
+    # A BEGIN and its row, no END yet: one transaction open, aged from the batch that read it.
+    produce(stack.bootstrap, topic, order_txn(99)[:-1], partition=0, key=b"k")
+    opened = scrape_until(port, "cdc_open_transactions", 1)
+    assert opened['cdc_oldest_open_transaction_seconds{partition="0",topic="cdc.growing"}'] > 0
+    assert opened['cdc_oldest_open_transaction_seconds{partition="1",topic="cdc.growing"}'] == 0
 
     add_partitions(stack.bootstrap, topic, 3)
     produce_orders(stack, topic, range(6, 10), partition=2)
@@ -197,6 +203,7 @@ def test_partitions_added_while_running_are_read_from_their_start(
     ]
     later = scrape_until(port, "cdc_rows_committed_total", 10)
     assert later['cdc_last_committed_offset{partition="2",topic="cdc.growing"}'] == 11
+    assert later["cdc_open_transactions"] == 1  # order 99 is still waiting for its END
     assert run.stop() == 0
     assert order_ids(stack) == set(range(10))
     # A quiet start (conf/log4j2.properties): no Spark INFO lines, and no Java stack while it

@@ -34,6 +34,15 @@ def write(producer: Producer, topic: str, values: list[bytes], *, commit: bool) 
         producer.abort_transaction(30)
 
 
+def transactional_topic(bootstrap: str, name: str) -> tuple[str, Producer]:
+    """A new one-partition topic named after ``name``, and a transactional producer for it."""
+    topic = f"{name}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-producer"})
+    producer.init_transactions(30)
+    return topic, producer
+
+
 def test_records_of_aborted_kafka_transactions_are_never_read(
     spark: Any,
     kafka_broker: KafkaBroker | ExternalBroker,
@@ -42,10 +51,7 @@ def test_records_of_aborted_kafka_transactions_are_never_read(
 ) -> None:
     emulator = starrocks_emulator
     bootstrap = kafka_broker.bootstrap
-    topic = f"txnprod-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-producer"})
-    producer.init_transactions(30)
+    topic, producer = transactional_topic(bootstrap, "txnprod")
     write(producer, topic, order_txn(7), commit=False)  # a whole source txn, aborted
     write(producer, topic, order_txn(3, end=False), commit=False)  # a write that failed ...
     write(producer, topic, order_txn(3), commit=True)  # ... and its retry
@@ -70,10 +76,7 @@ def test_a_partition_that_ends_on_a_commit_marker_holds_no_open_transaction(
     transaction open there for good (``cdc_open_transactions``, the progress line)."""
     emulator = starrocks_emulator
     bootstrap = kafka_broker.bootstrap
-    topic = f"txnopen-{uuid.uuid4().hex[:8]}"
-    create_topic(bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-producer"})
-    producer.init_transactions(30)
+    topic, producer = transactional_topic(bootstrap, "txnopen")
     write(producer, topic, order_txn(1), commit=True)
     write(producer, topic, order_txn(2), commit=True)
     config = topic_config(emulator, bootstrap, topic, tmp_path / "ck")

@@ -642,10 +642,6 @@ class StarRocksSink(Sink):
             )
             raise SinkTerminalError(msg, tables=others)
 
-    def committed_offsets(self) -> dict[tuple[str, int], int]:
-        """This pipeline's progress rows: ``(topic, partition) -> last_offset`` (driver)."""
-        return self.committed_progress()[0]
-
     def committed_progress(
         self,
     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:

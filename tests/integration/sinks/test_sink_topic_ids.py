@@ -42,5 +42,4 @@ def test_a_progress_table_from_before_the_column_still_takes_progress_rows(
     assert "ADD COLUMN topic_id VARCHAR(64)" in caplog.text
     sink.set_topic_ids({"cdc": "AAAAAAAAAAAAAAAAAAAAAA"})
     assert sink.write_batch(batch(spark, order_txn(1, offset=10)), 0).outcome is Outcome.COMMITTED
-    assert sink.committed_offsets() == {("cdc", 0): 14}
-    assert sink.committed_progress()[1] == {}
+    assert sink.committed_progress() == ({("cdc", 0): 14}, {})
